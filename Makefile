@@ -1,0 +1,63 @@
+# aorta.cluster: one entry point for people and CI. `make demo` and `make test` are the two
+# commands a newcomer needs; everything else is a building block of those.
+SHELL := /bin/bash
+.DEFAULT_GOAL := help
+
+PYENV_ROOT ?= $(shell pyenv root 2>/dev/null)
+# ansible-core 2.20+ needs Python >= 3.12 on the controller; fall back to python3 (gets 2.19).
+PYTHON ?= $(firstword $(wildcard $(PYENV_ROOT)/versions/3.12*/bin/python3.12) $(shell command -v python3))
+VENV := .venv
+BIN := $(CURDIR)/$(VENV)/bin
+STAMP := $(VENV)/.installed
+COLLECTION_LINK := .collections/ansible_collections/aorta/cluster
+export PATH := $(BIN):$(PATH)
+export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
+
+.PHONY: help venv link lint ruff ansible-lint sanity unit integration test bench demo standin-up standin-down clean
+
+help:
+	@echo "make demo   whole pipeline on a local stand-in cluster (no GPU needed)"
+	@echo "make test   lint, sanity, unit and integration tests"
+	@echo "make bench  benchmarks (each prints a BENCH line)"
+
+venv: $(STAMP) link
+
+$(STAMP): requirements-dev.txt
+	@test -n "$(PYTHON)" || { echo "no python3 found: install Python >= 3.12" >&2; exit 1; }
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q -r requirements-dev.txt
+	touch $@
+
+# Ansible finds this checkout as aorta.cluster through ansible.cfg's collections_path.
+link:
+	@mkdir -p $(dir $(COLLECTION_LINK))
+	@ln -sfn ../../.. $(COLLECTION_LINK)
+
+ruff: venv
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+ansible-lint: venv
+	$(BIN)/ansible-lint --offline
+
+sanity: venv
+	tools/sanity.sh
+
+lint: ruff ansible-lint sanity
+
+unit: venv
+	$(BIN)/pytest tests/unit
+
+integration: venv
+	$(BIN)/pytest tests/integration
+
+test: venv
+	$(MAKE) ruff ansible-lint sanity
+	$(BIN)/pytest tests/unit tests/integration
+
+bench: venv
+	@for b in benchmarks/bench_*.py; do $(BIN)/python $$b || exit 1; done
+
+clean:
+	rm -rf build tests/output .collections .pytest_cache .ruff_cache

@@ -1,0 +1,195 @@
+# Copyright (c) aorta.cluster contributors
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+name: cluster_json
+short_description: Hosts, ranks and fabric addresses from an AMD CVS cluster.json
+version_added: 0.1.0
+author:
+  - aorta.cluster maintainers
+description:
+  - Reads the C(cluster.json) that AMD's Cluster Validation Suite (CVS) uses, unchanged, and turns
+    it into an inventory whose node order is the training rank order.
+  - The first C(node_dict) key is the head node and node rank 0; ranks follow key order.
+  - "Two ways in: pass the cluster file itself with C(-i cluster.json) (this plugin claims every
+    file whose name ends in C(cluster.json), and any C(.json) object with a C(node_dict) key), or a
+    YAML source file with C(plugin: aorta.cluster.cluster_json) and O(path) (the form AWX inventory
+    sources use)."
+  - For C(-i cluster.json) the plugin must come before C(yaml) in C([inventory] enable_plugins); the
+    collection's C(ansible.cfg) does that. Otherwise the builtin C(yaml) plugin reads the file into
+    zero hosts.
+  - "Host variables: C(ansible_host) (the node key, the SSH or management address), C(ansible_user),
+    C(ansible_ssh_private_key_file) or C(ansible_password) (unless O(connection_vars=false)),
+    C(aorta_node_rank), C(aorta_mgmt_ip), C(aorta_vpc_ip) (fabric address; the key when absent or
+    C(NA)), C(aorta_bmc_ip), C(aorta_rack_id), and every other key of the node entry."
+  - "Groups: C(aorta_nodes) (all, in rank order), C(aorta_head) (rank 0), C(aorta_workers) (the rest).
+    Variables of group C(aorta_nodes): C(aorta_cluster_env) (the file's C(env_vars)),
+    C(aorta_cluster_orchestrator), C(aorta_cluster_container), C(aorta_cluster_file)."
+  - C({user-id}) is replaced like CVS does, by the controller's C($USER), C($LOGNAME), C($USERNAME), else C(root).
+  - "Invalid files fail with one line naming the file and the key: not JSON, empty or missing
+    C(node_dict), a key given twice, C(<changeme>) or a template placeholder left in, neither key nor
+    password, duplicate management or fabric addresses, C(head_node_dict.mgmt_ip) not among the nodes,
+    wrong types."
+  - The C(racks) block (it holds switch credentials) is never turned into variables.
+extends_documentation_fragment:
+  - ansible.builtin.constructed
+  - ansible.builtin.inventory_cache
+options:
+  plugin:
+    description: Marks a YAML source file as this plugin's.
+    required: true
+    choices: ["aorta.cluster.cluster_json"]
+    type: str
+  path:
+    description:
+      - The cluster file a YAML source file points at; a relative path is taken from the source
+        file's directory. Not used when the cluster file itself is the source.
+    type: str
+  connection_vars:
+    description:
+      - Set C(ansible_user) and C(ansible_ssh_private_key_file) or C(ansible_password) from the file.
+      - Set to V(false) where another source supplies them, for example an AWX Machine credential
+        (a workstation key path in the file does not exist inside an execution environment).
+    type: bool
+    default: true
+    env:
+      - name: AORTA_CLUSTER_JSON_CONNECTION_VARS
+notes:
+  - Values from the cluster file are data, never templated.
+"""
+
+EXAMPLES = r"""
+# Pass the CVS cluster file itself (from the collection root, whose ansible.cfg enables the plugin):
+#   ansible-inventory -i cluster.json --graph
+#   ansible-playbook aorta_multinode.yml -i cluster.json
+---
+# AWX inventory source or any YAML source file, e.g. inventories/prod/aorta.cluster_json.yml
+plugin: aorta.cluster.cluster_json
+path: cluster.json
+---
+# Same file, connection from an AWX Machine credential, plus a group per rack
+plugin: aorta.cluster.cluster_json
+path: /runner/project/inventories/prod/cluster.json
+connection_vars: false
+keyed_groups:
+  - key: aorta_rack_id
+    prefix: rack
+"""
+
+import os
+
+from ansible.errors import AnsibleParserError
+from ansible.plugins.inventory import BaseInventoryPlugin, Cacheable, Constructable
+from ansible.utils.unsafe_proxy import wrap_var
+
+from ansible_collections.aorta.cluster.plugins.plugin_utils import _cluster_file
+
+GROUP_ALL = "aorta_nodes"
+GROUP_HEAD = "aorta_head"
+GROUP_WORKERS = "aorta_workers"
+
+
+class InventoryModule(BaseInventoryPlugin, Constructable, Cacheable):
+    NAME = "aorta.cluster.cluster_json"
+
+    def verify_file(self, path):
+        if not super().verify_file(path):
+            return False
+        if path.endswith((".yml", ".yaml")):
+            return self._is_own_yaml_source(path)
+        # Claim every *cluster.json even when broken, so a truncated cluster file gets this
+        # plugin's error instead of falling through to plugins that read it as zero hosts.
+        return _cluster_file.looks_like_cluster_file(path)
+
+    def _is_own_yaml_source(self, path):
+        """True for a YAML file whose top-level ``plugin:`` names this plugin (cheap text test)."""
+        try:
+            with open(path, encoding="utf-8", errors="replace") as handle:
+                head = handle.read(4096)
+        except OSError:
+            return False
+        wanted = f"plugin:{self.NAME}"
+        for line in head.splitlines():
+            text = line.split("#", 1)[0].strip().replace(" ", "").replace("'", "").replace('"', "")
+            if text == wanted:
+                return True
+        return False
+
+    def parse(self, inventory, loader, path, cache=True):
+        super().parse(inventory, loader, path, cache)
+        if path.endswith((".yml", ".yaml")):
+            self._read_config_data(path)
+            cluster_path = self.get_option("path")
+            if not cluster_path:
+                raise AnsibleParserError(f"{path}: path: not set; point it at the cluster.json file")
+            # Relative to the source file, so an AWX project or a checkout works from any cwd.
+            cluster_path = os.path.join(os.path.dirname(os.path.abspath(path)), os.path.expanduser(cluster_path))
+        else:
+            # The cluster file is the source itself: no YAML options, so apply defaults and env.
+            self.set_options(direct={"plugin": self.NAME})
+            if self.get_option("cache"):
+                self.load_cache_plugin()
+            cluster_path = path
+
+        cache_key = self.get_cache_key(cluster_path)
+        use_cache = self.get_option("cache") and cache
+        cluster = None
+        if use_cache:
+            try:
+                cluster = self._cache[cache_key]
+            except KeyError:
+                cluster = None
+        if cluster is None:
+            try:
+                cluster = _cluster_file.read(cluster_path)
+            except _cluster_file.ClusterFileError as exc:
+                # One line: the file, the key path, what to do. No traceback.
+                raise AnsibleParserError(str(exc)) from None
+            if self.get_option("cache"):
+                self._cache[cache_key] = cluster
+        self._populate(cluster)
+
+    def _populate(self, cluster):
+        inventory = self.inventory
+        for group in (GROUP_ALL, GROUP_HEAD, GROUP_WORKERS):
+            inventory.add_group(group)
+        # Cluster-file values are data: wrap_var keeps them from ever being templated.
+        group_vars = {
+            "aorta_cluster_env": cluster.env_vars,
+            "aorta_cluster_orchestrator": cluster.orchestrator,
+            "aorta_cluster_container": cluster.container or {},
+            "aorta_cluster_file": os.path.abspath(cluster.path),
+        }
+        for name, value in group_vars.items():
+            inventory.set_variable(GROUP_ALL, name, wrap_var(value))
+
+        connection_vars = self.get_option("connection_vars")
+        strict = self.get_option("strict")
+        for node in cluster.nodes:
+            host = node.name
+            inventory.add_host(host, group=GROUP_ALL)
+            inventory.add_child(GROUP_HEAD if node.rank == 0 else GROUP_WORKERS, host)
+            hostvars = dict(node.extra)
+            hostvars.update(
+                ansible_host=node.name,
+                aorta_node_rank=node.rank,
+                aorta_mgmt_ip=node.name,
+                aorta_vpc_ip=node.vpc_ip,
+                aorta_bmc_ip=node.bmc_ip,
+                aorta_rack_id=node.rack_id,
+            )
+            if connection_vars:
+                hostvars["ansible_user"] = cluster.username
+                if cluster.priv_key_file:
+                    hostvars["ansible_ssh_private_key_file"] = cluster.priv_key_file
+                if cluster.password:
+                    hostvars["ansible_password"] = cluster.password
+            for name, value in hostvars.items():
+                inventory.set_variable(host, name, wrap_var(value))
+            all_vars = inventory.get_host(host).get_vars()
+            self._set_composite_vars(self.get_option("compose"), all_vars, host, strict=strict)
+            self._add_host_to_composed_groups(self.get_option("groups"), all_vars, host, strict=strict)
+            self._add_host_to_keyed_groups(self.get_option("keyed_groups"), all_vars, host, strict=strict)
