@@ -244,7 +244,9 @@ def parse(data: dict[str, Any], path: str, user: str | None = None) -> Cluster:
             raise ClusterFileError(path, key, "node address (the key) is empty")
         _check_placeholder(path, key, name)
         if not isinstance(entry, dict):
-            raise ClusterFileError(path, key, f"must be an object such as {{\"vpc_ip\": ...}}, got JSON {_json_type(entry)}")
+            raise ClusterFileError(
+                path, key, f'must be an object such as {{"vpc_ip": ...}}, got JSON {_json_type(entry)}'
+            )
         folded = name.strip().lower()
         if folded in seen_mgmt:
             raise ClusterFileError(path, key, f"same management address as node_dict.{seen_mgmt[folded]}")
@@ -257,7 +259,9 @@ def parse(data: dict[str, Any], path: str, user: str | None = None) -> Cluster:
         fabric = name if vpc_ip in _NOT_SET else vpc_ip.strip()
         if fabric.lower() in seen_fabric:
             raise ClusterFileError(
-                path, f"{key}.vpc_ip", f"fabric address {fabric} is also used by node_dict.{seen_fabric[fabric.lower()]}"
+                path,
+                f"{key}.vpc_ip",
+                f"fabric address {fabric} is also used by node_dict.{seen_fabric[fabric.lower()]}",
             )
         seen_fabric[fabric.lower()] = name
 

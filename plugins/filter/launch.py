@@ -1,0 +1,34 @@
+# Copyright (c) aorta.cluster contributors
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""Launch filters; documentation lives in the sidecar ``<filter>.yml`` files beside this one."""
+
+from __future__ import annotations
+
+from ansible.errors import AnsibleFilterError
+
+from ansible_collections.aorta.cluster.plugins.plugin_utils import _launch
+
+
+def _filter(func):
+    """Turn the pure function's LaunchError into the error Ansible shows as a task failure."""
+
+    def wrapper(*args, **kwargs):
+        try:
+            return func(*args, **kwargs)
+        except _launch.LaunchError as exc:
+            raise AnsibleFilterError(str(exc)) from None
+
+    wrapper.__name__ = func.__name__
+    wrapper.__doc__ = func.__doc__
+    return wrapper
+
+
+class FilterModule:
+    def filters(self):
+        return {
+            "master_addr": _filter(_launch.master_addr),
+            "launch_mode": _filter(_launch.launch_mode),
+            "torchrun_argv": _filter(_launch.torchrun_argv),
+            "launch_script": _filter(_launch.launch_script),
+        }

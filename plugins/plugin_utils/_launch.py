@@ -1,0 +1,177 @@
+# Copyright (c) aorta.cluster contributors
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""Pure launch logic: master address, launch mode, torchrun argv, launch script (controller side).
+
+Private to this collection. Everything here is a pure function so the decisions that broke the
+upstream runner (wrong rendezvous address, several --override groups, shell-split values) are
+pinned by unit tests.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+LAUNCH_MODES = ("auto", "script", "torchrun")
+_NOT_SET = (None, "", "NA", "N/A", "na", "n/a")
+# Aorta's dotted config keys; anything else is a typo or an injection attempt.
+_OVERRIDE_KEY = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.\-]*$")
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+# $NAME or ${NAME}: the only shell syntax a launch-script environment value may use.
+_ENV_REF = re.compile(r"\$(?:\{([A-Za-z_][A-Za-z0-9_]*)\}|([A-Za-z_][A-Za-z0-9_]*))")
+
+
+class LaunchError(ValueError):
+    """Invalid launch input; the message names the variable."""
+
+
+def master_addr(override: Any, head_vpc_ip: Any, head_key: str) -> str:
+    """Rendezvous address: explicit override, else the head's fabric address, else the head's key."""
+    for candidate in (override, head_vpc_ip, head_key):
+        if candidate not in _NOT_SET and str(candidate).strip():
+            return str(candidate).strip()
+    raise LaunchError("aorta_master_addr: no head address known (empty override, vpc_ip and node key)")
+
+
+def launch_mode(mode: Any, nnodes: int) -> str:
+    """Resolve ``auto`` to ``script`` (one node) or ``torchrun``; ``script`` on several nodes is an error."""
+    mode = "auto" if mode in (None, "") else str(mode)
+    if mode not in LAUNCH_MODES:
+        raise LaunchError(f"aorta_master_launch_mode: {mode!r} is not one of {', '.join(LAUNCH_MODES)}")
+    nnodes = int(nnodes)
+    if nnodes < 1:
+        raise LaunchError("aorta_nodes: no nodes to launch on")
+    if mode == "auto":
+        return "script" if nnodes == 1 else "torchrun"
+    if mode == "script" and nnodes > 1:
+        raise LaunchError(
+            f"aorta_master_launch_mode: 'script' runs on one node only, but the cluster has {nnodes}; "
+            "use 'torchrun' or 'auto', or list one node in the cluster file"
+        )
+    return mode
+
+
+def override_value(value: Any) -> str:
+    """Text form of an override value, in the syntax Aorta's merge_cli_overrides coerces back."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if value is None:
+        return "null"
+    if isinstance(value, (list, tuple)):
+        return "[" + ",".join(override_value(v) for v in value) + "]"
+    if isinstance(value, Mapping):
+        raise LaunchError("aorta_training_overrides: a value may not be a mapping; use dotted keys instead")
+    return str(value)
+
+
+def override_tokens(overrides: Any) -> list[str]:
+    """``key=value`` tokens, in the mapping's order, for the ONE ``--override`` group."""
+    if overrides in (None, ""):
+        return []
+    if isinstance(overrides, Mapping):
+        items = list(overrides.items())
+    elif isinstance(overrides, Sequence) and not isinstance(overrides, str):
+        items = []
+        for token in overrides:
+            if not isinstance(token, str) or "=" not in token:
+                raise LaunchError(f"aorta_training_overrides: list entries must be 'key=value' strings, got {token!r}")
+            items.append(tuple(token.split("=", 1)))
+    else:
+        raise LaunchError("aorta_training_overrides: must be a mapping of dotted keys to values")
+    tokens = []
+    for key, value in items:
+        if not isinstance(key, str) or not _OVERRIDE_KEY.match(key):
+            raise LaunchError(f"aorta_training_overrides: key {key!r} is not a dotted config key ([A-Za-z0-9_.-])")
+        tokens.append(f"{key}={override_value(value)}")
+    return tokens
+
+
+def _str_list(name: str, value: Any) -> list[str]:
+    if value in (None, ""):
+        return []
+    if isinstance(value, str) or not isinstance(value, Sequence):
+        raise LaunchError(f"{name}: must be a list of arguments, one per item (got {type(value).__name__})")
+    return [str(v) for v in value]
+
+
+def torchrun_argv(spec: Mapping[str, Any]) -> list[str]:
+    """torchrun command as a list, never a shell string.
+
+    Order: torchrun, --nnodes, --node_rank, --nproc_per_node, --master_addr, --master_port, extra
+    torchrun args, train script, --config FILE, ONE --override with every key=value (Aorta's argparse
+    ``nargs="*"`` keeps only the last group), then extra train args.
+    """
+    try:
+        nnodes = int(spec["nnodes"])
+        node_rank = int(spec["node_rank"])
+        nproc = int(spec["nproc_per_node"])
+        port = int(spec["master_port"])
+    except KeyError as exc:
+        raise LaunchError(f"torchrun_argv: {exc.args[0]} is required") from None
+    except (TypeError, ValueError) as exc:
+        raise LaunchError(
+            f"torchrun_argv: nnodes, node_rank, nproc_per_node and master_port must be integers ({exc})"
+        ) from None
+    if not 0 <= node_rank < nnodes:
+        raise LaunchError(f"torchrun_argv: node_rank {node_rank} is outside 0..{nnodes - 1}")
+    if nproc < 1:
+        raise LaunchError("aorta_nproc_per_node: must be at least 1")
+    if not 1 <= port <= 65535:
+        raise LaunchError(f"aorta_master_port: {port} is not a TCP port")
+    for required in ("master_addr", "train_script", "config"):
+        if not spec.get(required):
+            raise LaunchError(f"torchrun_argv: {required} is required")
+    argv = [
+        str(spec.get("torchrun") or "torchrun"),
+        f"--nnodes={nnodes}",
+        f"--node_rank={node_rank}",
+        f"--nproc_per_node={nproc}",
+        f"--master_addr={spec['master_addr']}",
+        f"--master_port={port}",
+    ]
+    argv += _str_list("aorta_extra_torchrun_args", spec.get("extra_torchrun_args"))
+    argv += [str(spec["train_script"]), "--config", str(spec["config"])]
+    tokens = override_tokens(spec.get("overrides"))
+    if tokens:
+        argv += ["--override", *tokens]
+    argv += _str_list("aorta_extra_train_args", spec.get("extra_train_args"))
+    return argv
+
+
+def _env_value(value: Any) -> str:
+    """Shell text for an environment value: ``$NAME``/``${NAME}`` expand, everything else is literal."""
+    text = override_value(value) if isinstance(value, bool) else str(value)
+    parts, last = [], 0
+    for match in _ENV_REF.finditer(text):
+        if match.start() > last:
+            parts.append(shlex.quote(text[last : match.start()]))
+        parts.append('"${' + (match.group(1) or match.group(2)) + ':-}"')
+        last = match.end()
+    if last < len(text) or not parts:
+        parts.append(shlex.quote(text[last:]))
+    return "".join(parts)
+
+
+def launch_script(argv: Sequence[str], env: Mapping[str, Any] | None = None, workdir: str | None = None) -> str:
+    """A bash script that exports ``env`` and execs ``argv``.
+
+    Environment values may refer to other variables as ``$NAME``/``${NAME}`` (so
+    ``LD_LIBRARY_PATH=/x:$LD_LIBRARY_PATH`` keeps the image's value); nothing else in a value or
+    in ``argv`` is ever interpreted by the shell: each argument arrives byte for byte.
+    """
+    if not argv:
+        raise LaunchError("launch_script: empty command")
+    lines = ["#!/usr/bin/env bash", "# Generated by aorta.cluster: exports, then exec. Do not edit.", "set -e"]
+    for name, value in (env or {}).items():
+        if not isinstance(name, str) or not _ENV_NAME.match(name):
+            raise LaunchError(f"aorta environment: {name!r} is not a valid variable name")
+        if value is None:
+            continue
+        lines.append(f"export {name}={_env_value(value)}")
+    if workdir:
+        lines.append(f"cd {shlex.quote(str(workdir))}")
+    lines.append("exec " + " ".join(shlex.quote(str(arg)) for arg in argv))
+    return "\n".join(lines) + "\n"

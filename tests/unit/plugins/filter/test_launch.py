@@ -1,0 +1,195 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""Launch filters: rendezvous address, launch mode, argv and the launch script."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+from ansible.errors import AnsibleFilterError
+
+from ansible_collections.aorta.cluster.plugins.filter.launch import FilterModule
+from ansible_collections.aorta.cluster.plugins.plugin_utils import _launch
+
+F = FilterModule().filters()
+
+SPEC = {
+    "nnodes": 2,
+    "node_rank": 1,
+    "nproc_per_node": 8,
+    "master_addr": "10.224.0.11",
+    "master_port": 29500,
+    "train_script": "/mnt/train.py",
+    "config": "/mnt/config/distributed.yaml",
+}
+
+
+@pytest.mark.parametrize(
+    "override,vpc,key,expected",
+    [
+        ("10.9.9.9", "10.0.0.1", "head", "10.9.9.9"),
+        ("", "10.0.0.1", "head", "10.0.0.1"),
+        (None, "10.0.0.1", "head", "10.0.0.1"),
+        (None, "NA", "head", "head"),
+        ("", "", "head", "head"),
+        (" 10.0.0.5 ", None, "head", "10.0.0.5"),
+    ],
+)
+def test_master_addr_precedence(override, vpc, key, expected):
+    assert F["master_addr"](override, vpc, key) == expected
+
+
+def test_master_addr_without_any_address_fails():
+    with pytest.raises(AnsibleFilterError, match="aorta_master_addr"):
+        F["master_addr"]("", "", "")
+
+
+@pytest.mark.parametrize(
+    "mode,nnodes,expected",
+    [
+        ("auto", 1, "script"),
+        ("auto", 2, "torchrun"),
+        ("", 3, "torchrun"),
+        (None, 1, "script"),
+        ("torchrun", 1, "torchrun"),
+        ("script", 1, "script"),
+    ],
+)
+def test_launch_mode(mode, nnodes, expected):
+    assert F["launch_mode"](mode, nnodes) == expected
+
+
+@pytest.mark.parametrize(
+    "mode,nnodes,words", [("script", 2, "one node only"), ("mpirun", 2, "not one of"), ("auto", 0, "no nodes")]
+)
+def test_launch_mode_errors(mode, nnodes, words):
+    with pytest.raises(AnsibleFilterError, match=words):
+        F["launch_mode"](mode, nnodes)
+
+
+def test_argv_order_and_one_override_group():
+    spec = dict(
+        SPEC,
+        extra_torchrun_args=["--rdzv_backend=c10d"],
+        overrides={"training.max_steps": 15, "profiling.active": 6, "ddp.static_graph": True, "dims": [1, 2]},
+        extra_train_args=["--enable-rocm-metrics"],
+    )
+    argv = F["torchrun_argv"](spec)
+    assert argv == [
+        "torchrun",
+        "--nnodes=2",
+        "--node_rank=1",
+        "--nproc_per_node=8",
+        "--master_addr=10.224.0.11",
+        "--master_port=29500",
+        "--rdzv_backend=c10d",
+        "/mnt/train.py",
+        "--config",
+        "/mnt/config/distributed.yaml",
+        "--override",
+        "training.max_steps=15",
+        "profiling.active=6",
+        "ddp.static_graph=true",
+        "dims=[1,2]",
+        "--enable-rocm-metrics",
+    ]
+    assert argv.count("--override") == 1
+
+
+def test_no_override_flag_without_overrides():
+    assert "--override" not in F["torchrun_argv"](dict(SPEC, overrides={}))
+
+
+@pytest.mark.parametrize(
+    "change,words",
+    [
+        ({"node_rank": 2}, "outside 0..1"),
+        ({"master_port": 70000}, "not a TCP port"),
+        ({"nproc_per_node": 0}, "at least 1"),
+        ({"master_addr": ""}, "master_addr is required"),
+        ({"nnodes": "two"}, "must be integers"),
+        ({"extra_torchrun_args": "--a --b"}, "aorta_extra_torchrun_args: must be a list"),
+        ({"overrides": {"a b": 1}}, "not a dotted config key"),
+        ({"overrides": {"x": {"y": 1}}}, "may not be a mapping"),
+        ({"overrides": "a=1"}, "must be a mapping"),
+    ],
+)
+def test_argv_errors_name_the_variable(change, words):
+    with pytest.raises(AnsibleFilterError, match=words):
+        F["torchrun_argv"](dict(SPEC, **change))
+
+
+def test_argv_requires_every_rendezvous_field():
+    spec = dict(SPEC)
+    del spec["nnodes"]
+    with pytest.raises(AnsibleFilterError, match="nnodes is required"):
+        F["torchrun_argv"](spec)
+
+
+NASTY = [
+    "with space",
+    'it\'s "quoted"',
+    "$(touch pwned)",
+    "`touch pwned2`",
+    "a;touch pwned3",
+    "line1\nline2",
+    "${HOME}",
+    "*",
+    "",
+    "tab\there",
+    "back\\slash",
+]
+
+
+def run_script(tmp_path, script):
+    path = tmp_path / "launch.sh"
+    path.write_text(script)
+    result = subprocess.run(["bash", str(path)], capture_output=True, text=True, cwd=tmp_path, check=True)
+    return json.loads(result.stdout)
+
+
+def test_launch_script_delivers_every_argument_byte_for_byte(tmp_path):
+    dump = "import json, os, sys; print(json.dumps({'argv': sys.argv[1:], 'cwd': os.getcwd()}))"
+    overrides = {f"k{i}": value for i, value in enumerate(NASTY)}
+    argv = [sys.executable, "-c", dump, "--override", *_launch.override_tokens(overrides), *NASTY]
+    workdir = tmp_path / "work dir"
+    workdir.mkdir()
+    out = run_script(tmp_path, F["launch_script"](argv, {}, str(workdir)))
+    assert out["argv"] == ["--override", *[f"k{i}={v}" for i, v in enumerate(NASTY)], *NASTY]
+    assert out["cwd"] == str(workdir)
+    assert not list(tmp_path.glob("pwned*")) and not list(workdir.glob("pwned*"))
+
+
+def test_launch_script_env_expands_only_variable_references(tmp_path, monkeypatch):
+    monkeypatch.setenv("LD_LIBRARY_PATH", "/image/lib")
+    monkeypatch.delenv("UNSET_THING", raising=False)
+    env = {
+        "LD_LIBRARY_PATH": "/opt/rccl/build:$LD_LIBRARY_PATH",
+        "BRACED": "${LD_LIBRARY_PATH}/x",
+        "MISSING": "a:$UNSET_THING:b",
+        "NASTY": "$(touch pwned) `touch pwned2`; echo \"hi\" 'x'\nnext",
+        "NUM": 112,
+        "FLAG": True,
+        "SKIPPED": None,
+    }
+    dump = f"import json, os; print(json.dumps({{k: os.environ.get(k) for k in {list(env)!r}}}))"
+    out = run_script(tmp_path, F["launch_script"]([sys.executable, "-c", dump], env))
+    assert out == {
+        "LD_LIBRARY_PATH": "/opt/rccl/build:/image/lib",
+        "BRACED": "/opt/rccl/build:/image/lib/x",  # sees the export above: exports run in order
+        "MISSING": "a::b",
+        "NASTY": "$(touch pwned) `touch pwned2`; echo \"hi\" 'x'\nnext",
+        "NUM": "112",
+        "FLAG": "true",
+        "SKIPPED": None,
+    }
+    assert not list(tmp_path.glob("pwned*"))
+
+
+def test_launch_script_rejects_bad_variable_names():
+    with pytest.raises(AnsibleFilterError, match="not a valid variable name"):
+        F["launch_script"](["true"], {"BAD-NAME": "1"})
+    with pytest.raises(AnsibleFilterError, match="empty command"):
+        F["launch_script"]([], {})

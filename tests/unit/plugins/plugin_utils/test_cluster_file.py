@@ -1,0 +1,213 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""The cluster.json reader: what it accepts, and the one line it gives for what it refuses."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from ansible_collections.aorta.cluster.plugins.plugin_utils import _cluster_file as cf
+
+
+def good(**overrides):
+    data = {
+        "username": "{user-id}",
+        "priv_key_file": "/home/{user-id}/.ssh/id_ed25519",
+        "head_node_dict": {"mgmt_ip": "node-a"},
+        "env_vars": {"PATH": "/opt/rocm/bin:$PATH"},
+        "node_dict": {
+            "node-a": {"bmc_ip": "NA", "vpc_ip": "10.1.0.1"},
+            "node-b": {"bmc_ip": "10.9.0.2", "vpc_ip": "10.1.0.2", "rack_id": "r1", "gpu_sku": "MI300X"},
+        },
+    }
+    data.update(overrides)
+    return data
+
+
+def reject(data_or_text, path="c/cluster.json"):
+    text = data_or_text if isinstance(data_or_text, (str, bytes)) else json.dumps(data_or_text)
+    with pytest.raises(cf.ClusterFileError) as info:
+        cf.parse(cf.loads(text, path), path, user="alice")
+    message = str(info.value)
+    assert message.startswith(path + ": "), message
+    assert "\n" not in message
+    assert "Traceback" not in message
+    return info.value
+
+
+def test_good_file_keeps_order_and_resolves_user_id():
+    cluster = cf.parse(good(), "c.json", user="alice")
+    assert [n.name for n in cluster.nodes] == ["node-a", "node-b"]
+    assert [n.rank for n in cluster.nodes] == [0, 1]
+    assert cluster.head.name == "node-a"
+    assert [n.name for n in cluster.workers] == ["node-b"]
+    assert cluster.username == "alice"
+    assert cluster.priv_key_file == "/home/alice/.ssh/id_ed25519"
+    assert cluster.nodes[0].bmc_ip is None
+    assert cluster.nodes[1].bmc_ip == "10.9.0.2"
+    assert cluster.nodes[1].rack_id == "r1"
+    assert cluster.nodes[1].extra == {"gpu_sku": "MI300X"}
+    assert cluster.env_vars == {"PATH": "/opt/rocm/bin:$PATH"}
+
+
+def test_key_order_is_rank_order_even_when_not_sorted():
+    nodes = {f"n{i:02d}": {"vpc_ip": f"10.0.0.{i}"} for i in (7, 3, 11, 1)}
+    cluster = cf.parse(good(node_dict=nodes, head_node_dict={"mgmt_ip": "n07"}), "c.json", user="u")
+    assert [n.name for n in cluster.nodes] == ["n07", "n03", "n11", "n01"]
+
+
+@pytest.mark.parametrize("vpc", [None, "", "NA", "n/a"])
+def test_vpc_ip_falls_back_to_the_key(vpc):
+    entry = {} if vpc is None else {"vpc_ip": vpc}
+    cluster = cf.parse(good(node_dict={"h1": entry}, head_node_dict={"mgmt_ip": "h1"}), "c.json", user="u")
+    assert cluster.head.vpc_ip == "h1"
+
+
+def test_password_alone_is_enough():
+    data = good(password="s3cret")
+    del data["priv_key_file"]
+    cluster = cf.parse(data, "c.json", user="u")
+    assert cluster.password == "s3cret"
+    assert cluster.priv_key_file is None
+
+
+@pytest.mark.parametrize(
+    "environ,expected",
+    [
+        ({"USER": "a", "LOGNAME": "b", "USERNAME": "c"}, "a"),
+        ({"LOGNAME": "b", "USERNAME": "c"}, "b"),
+        ({"USERNAME": "c"}, "c"),
+        ({}, "root"),
+    ],
+)
+def test_user_id_source_order_matches_cvs(environ, expected):
+    assert cf.controller_user(environ) == expected
+
+
+# At least 20 ways a cluster file goes wrong; each must name the key path that is wrong.
+BAD_TEXT = [
+    ("", "", "empty"),
+    ("   \n", "", "empty"),
+    ('{"username": "u", "node_dict": {', "", "not valid JSON"),
+    ("[1, 2]", "", "JSON array"),
+    ('"just a string"', "", "JSON string"),
+    ('{"username": "u", "priv_key_file": "/k", "node_dict": {"a": {"vpc_ip": NaN}}}', "", "NaN"),
+    (
+        '{"username": "u", "priv_key_file": "/k", "node_dict": {"a": {"vpc_ip": "1"}, "a": {"vpc_ip": "2"}}}',
+        "node_dict.a",
+        "more than once",
+    ),
+    ('{"username": "u", "username": "v", "priv_key_file": "/k", "node_dict": {"a": {}}}', "username", "more than once"),
+    (b"\xff\xfe{}", "", "UTF-8"),
+]
+
+
+@pytest.mark.parametrize("text,key,words", BAD_TEXT)
+def test_rejects_bad_text(text, key, words):
+    error = reject(text)
+    assert error.key == key
+    assert words in error.problem
+
+
+def _without(key):
+    data = good()
+    del data[key]
+    return data
+
+
+BAD_DATA = [
+    (_without("node_dict"), "node_dict", "missing"),
+    (good(node_dict={}), "node_dict", "empty"),
+    (good(node_dict=["a", "b"]), "node_dict", "must be an object"),
+    (good(node_dict={"a": "10.0.0.1"}), "node_dict.a", "must be an object"),
+    (good(node_dict={"a": None}), "node_dict.a", "must be an object"),
+    (good(username="<changeme>"), "username", "<changeme>"),
+    (good(node_dict={"<changeme>": {"vpc_ip": "1.2.3.4"}}), "node_dict.<changeme>", "<changeme>"),
+    (good(env_vars={"X": ["<changeme>"]}), "env_vars.X[0]", "<changeme>"),
+    (
+        good(node_dict={"{xx.xx.xx.xx|hostname}": {"vpc_ip": "1.1.1.1"}}),
+        "node_dict.{xx.xx.xx.xx|hostname}",
+        "placeholder",
+    ),
+    (good(head_node_dict={"mgmt_ip": "{head-node-ip}"}), "head_node_dict.mgmt_ip", "placeholder"),
+    (good(username=7), "username", "must be a string"),
+    (good(username=""), "username", "empty"),
+    (_without("username"), "username", "must be a string"),
+    ({k: v for k, v in good().items() if k != "priv_key_file"}, "priv_key_file", "neither"),
+    (good(priv_key_file=["/a"]), "priv_key_file", "must be a string"),
+    (good(node_dict={"a": {"vpc_ip": "10.0.0.1"}, "A": {"vpc_ip": "10.0.0.2"}}), "node_dict.A", "same management"),
+    (good(node_dict={"a": {"vpc_ip": "10.0.0.1"}, "b": {"vpc_ip": "10.0.0.1"}}), "node_dict.b.vpc_ip", "also used"),
+    (good(node_dict={"a": {}, "b": {"vpc_ip": "a"}}), "node_dict.b.vpc_ip", "also used"),
+    (good(node_dict={"a": {"vpc_ip": 10}}), "node_dict.a.vpc_ip", "must be a string"),
+    (good(node_dict={"a": {"bmc_ip": False}}), "node_dict.a.bmc_ip", "must be a string"),
+    (good(head_node_dict={"mgmt_ip": "node-z"}), "head_node_dict.mgmt_ip", "not one of the node_dict keys"),
+    (good(head_node_dict={}), "head_node_dict.mgmt_ip", "must be a string"),
+    (good(head_node_dict="node-a"), "head_node_dict", "must be an object"),
+    (good(env_vars=["PATH=/x"]), "env_vars", "must be an object"),
+    (good(orchestrator="k8s"), "orchestrator", "must be one of"),
+    (good(container="rocm/cvs"), "container", "must be an object"),
+    (
+        good(node_dict={"a": {"ansible_ssh_common_args": "-o ProxyCommand=x"}}),
+        "node_dict.a.ansible_ssh_common_args",
+        "reserved",
+    ),
+    (good(node_dict={" ": {"vpc_ip": "1.1.1.1"}}), "node_dict. ", "empty"),
+]
+
+
+@pytest.mark.parametrize("data,key,words", BAD_DATA)
+def test_rejects_bad_data(data, key, words):
+    error = reject(data)
+    assert error.key == key
+    assert words in error.problem
+
+
+def test_at_least_twenty_bad_cases_are_covered():
+    assert len(BAD_TEXT) + len(BAD_DATA) >= 20
+
+
+def test_head_node_may_name_the_fabric_address():
+    cluster = cf.parse(good(head_node_dict={"mgmt_ip": "10.1.0.1"}), "c.json", user="u")
+    assert cluster.head_mgmt_ip == "10.1.0.1"
+
+
+def test_comment_keys_and_unknown_blocks_are_accepted():
+    data = good(_comment="{xx} is fine in a comment", racks={"switch_ssh_password": "pw"})
+    data["node_dict"]["node-a"]["_note"] = "ignored"
+    cluster = cf.parse(data, "c.json", user="u")
+    assert "_note" not in cluster.head.extra
+
+
+def test_shell_variables_in_env_vars_are_not_placeholders():
+    cluster = cf.parse(good(env_vars={"LD_LIBRARY_PATH": "${ROCM}/lib:$LD_LIBRARY_PATH"}), "c.json", user="u")
+    assert cluster.env_vars["LD_LIBRARY_PATH"] == "${ROCM}/lib:$LD_LIBRARY_PATH"
+
+
+def test_unreadable_file_names_the_path(tmp_path):
+    missing = tmp_path / "nope" / "cluster.json"
+    with pytest.raises(cf.ClusterFileError, match="cannot read"):
+        cf.read(str(missing))
+
+
+@pytest.mark.parametrize("name", ["cluster.json", "cluster_container.json", "atom_cluster.json", "cluster_rack.json"])
+def test_cvs_templates_are_rejected_and_filled_files_accepted(name, shared_dir):
+    fixtures = shared_dir / "fixtures" / "cluster_files"
+    with pytest.raises(cf.ClusterFileError) as info:
+        cf.read(str(fixtures / "cvs-templates" / name), user="u")
+    assert "placeholder" in info.value.problem or "more than once" in info.value.problem
+    cluster = cf.read(str(fixtures / "filled" / name), user="u")
+    assert cluster.nodes and cluster.head.rank == 0
+
+
+def test_claims_cluster_files_by_name_or_content(tmp_path):
+    broken = tmp_path / "prod-cluster.json"
+    broken.write_text('{"node_dict": {')
+    assert cf.looks_like_cluster_file(str(broken))
+    other = tmp_path / "hosts.json"
+    other.write_text('{"all": {"hosts": {}}}')
+    assert not cf.looks_like_cluster_file(str(other))
+    named_otherwise = tmp_path / "gpus.json"
+    named_otherwise.write_text(json.dumps(good()))
+    assert cf.looks_like_cluster_file(str(named_otherwise))
+    assert not cf.looks_like_cluster_file(str(tmp_path / "inventory.yml"))
