@@ -39,7 +39,7 @@ ruff: venv
 	$(BIN)/ruff format --check .
 
 ansible-lint: venv
-	$(BIN)/ansible-lint --offline
+	ANSIBLE_INVENTORY_UNPARSED_FAILED=false $(BIN)/ansible-lint --offline
 
 sanity: venv
 	tools/sanity.sh

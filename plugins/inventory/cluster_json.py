@@ -9,7 +9,7 @@ name: cluster_json
 short_description: Hosts, ranks and fabric addresses from an AMD CVS cluster.json
 version_added: 0.1.0
 author:
-  - aorta.cluster maintainers
+  - aorta.cluster maintainers (@aorta-cluster)
 description:
   - Reads the C(cluster.json) that AMD's Cluster Validation Suite (CVS) uses, unchanged, and turns
     it into an inventory whose node order is the training rank order.

@@ -18,7 +18,7 @@ description:
     starting at a random offset so two runs picking at once rarely collide.
   - The port is released again before the module returns; the caller should bind it soon.
 author:
-  - aorta.cluster maintainers
+  - aorta.cluster maintainers (@aorta-cluster)
 options:
   addresses:
     description:
@@ -47,9 +47,11 @@ options:
     default: true
 attributes:
   check_mode:
+    description: Can run in check_mode and return changed status prediction without modifying target.
     support: full
     details: The module only probes; it behaves the same in check mode.
   diff_mode:
+    description: Will return details on what has changed (or possibly needs changing in check_mode), when in diff mode.
     support: none
 notes:
   - There is a window between the pick and torchrun's bind in which another process can take the

@@ -95,7 +95,7 @@ def _keep_repeats(pairs: list[tuple[str, Any]]) -> _Object:
     obj = _Object(pairs)
     if len(obj) != len(pairs):
         seen: set[str] = set()
-        obj.repeated = tuple(k for k, _ in pairs if k in seen or seen.add(k))
+        obj.repeated = tuple(key for key, _value in pairs if key in seen or seen.add(key))
     return obj
 
 

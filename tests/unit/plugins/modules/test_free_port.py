@@ -45,7 +45,7 @@ def test_held_and_excluded_ports_are_never_returned():
     held = [hold(base), hold(base + 1, "0.0.0.0")]
     try:
         for seed in range(10):
-            port, _ = _ports.find_free_port(
+            port, _tried = _ports.find_free_port(
                 base, base + 3, ["0.0.0.0", "127.0.0.1"], exclude=[base + 2], rng=random.Random(seed)
             )
             assert port == base + 3

@@ -1,0 +1,138 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""The inventory plugin the way users meet it: ansible-inventory and ansible-playbook processes."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+BIN = Path(sys.executable).parent
+
+
+def run(repo, *args, cwd=None, env=None):
+    full_env = dict(os.environ, ANSIBLE_NOCOLOR="1", ANSIBLE_FORCE_COLOR="0", **(env or {}))
+    if cwd is None:  # from the collection root, as the README tells users
+        full_env["ANSIBLE_CONFIG"] = str(repo / "ansible.cfg")
+    return subprocess.run(
+        [str(BIN / args[0]), *args[1:]],
+        cwd=cwd or repo,
+        env=full_env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
+def unwrap(value):
+    """ansible-inventory marks data-file values as {"__ansible_unsafe": ...}."""
+    if isinstance(value, dict):
+        if set(value) == {"__ansible_unsafe"}:
+            return value["__ansible_unsafe"]
+        return {k: unwrap(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [unwrap(v) for v in value]
+    return value
+
+
+def test_graph_shows_the_groups_in_node_dict_order(repo):
+    result = run(repo, "ansible-inventory", "-i", "inventories/example/cluster.json", "--graph")
+    assert result.returncode == 0, result.stderr
+    lines = [line.strip(" |-") for line in result.stdout.splitlines()]
+    order = ["mi300x-r01-n01.mgmt.example", "mi300x-r01-n02.mgmt.example", "mi300x-r02-n01.mgmt.example"]
+    nodes_at = lines.index("@aorta_nodes:")
+    assert lines[nodes_at + 1 : nodes_at + 4] == order
+    head_at = lines.index("@aorta_head:")
+    assert lines[head_at + 1] == order[0]
+    workers_at = lines.index("@aorta_workers:")
+    assert lines[workers_at + 1 : workers_at + 3] == order[1:]
+
+
+def test_list_shows_host_vars_in_node_dict_order(repo):
+    result = run(repo, "ansible-inventory", "-i", "inventories/example/cluster.json", "--list")
+    assert result.returncode == 0, result.stderr
+    data = unwrap(json.loads(result.stdout))
+    assert data["aorta_nodes"]["hosts"] == [
+        "mi300x-r01-n01.mgmt.example",
+        "mi300x-r01-n02.mgmt.example",
+        "mi300x-r02-n01.mgmt.example",
+    ]
+    hostvars = data["_meta"]["hostvars"]
+    assert [hostvars[h]["aorta_node_rank"] for h in data["aorta_nodes"]["hosts"]] == [0, 1, 2]
+    head = hostvars["mi300x-r01-n01.mgmt.example"]
+    assert head["aorta_vpc_ip"] == "10.224.0.11"
+    assert head["ansible_host"] == "mi300x-r01-n01.mgmt.example"
+    assert head["ansible_user"]  # {user-id} resolved to the controller's user
+    assert "{user-id}" not in head["ansible_ssh_private_key_file"]
+
+
+def test_yaml_source_file_gives_the_same_hosts(repo):
+    result = run(repo, "ansible-inventory", "-i", "inventories/example/aorta.cluster_json.yml", "--list")
+    assert result.returncode == 0, result.stderr
+    assert len(unwrap(json.loads(result.stdout))["aorta_nodes"]["hosts"]) == 3
+
+
+@pytest.mark.parametrize(
+    "name,key",
+    [
+        ("cluster.json", "node_dict.{xx.xx.xx.xx|hostname}"),
+        ("cluster_container.json", "node_dict.{xx.xx.xx.xx|hostname-1}"),
+        ("atom_cluster.json", "node_dict.{head-node-ip}"),
+        ("cluster_rack.json", "head_node_dict.mgmt_ip"),
+    ],
+)
+def test_cvs_templates_fail_naming_file_and_key(repo, shared_dir, name, key):
+    path = shared_dir / "fixtures" / "cluster_files" / "cvs-templates" / name
+    result = run(repo, "ansible-inventory", "-i", str(path), "--list")
+    assert result.returncode != 0
+    assert f"{path}: {key}: " in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+@pytest.mark.parametrize("name", ["cluster.json", "cluster_container.json", "atom_cluster.json", "cluster_rack.json"])
+def test_filled_cvs_files_are_accepted_without_leaking_switch_passwords(repo, shared_dir, name):
+    path = shared_dir / "fixtures" / "cluster_files" / "filled" / name
+    result = run(repo, "ansible-inventory", "-i", str(path), "--list")
+    assert result.returncode == 0, result.stderr
+    data = unwrap(json.loads(result.stdout))
+    assert data["aorta_nodes"]["hosts"]
+    assert "switch_ssh_password" not in result.stdout
+
+
+def test_truncated_cluster_file_fails_with_the_plugins_message(repo, tmp_path):
+    path = tmp_path / "cluster.json"
+    path.write_text((repo / "inventories/example/cluster.json").read_text()[:300])
+    result = run(repo, "ansible-inventory", "-i", str(path), "--list")
+    assert result.returncode != 0
+    assert f"{path}: not valid JSON at line" in result.stderr
+
+
+def test_playbook_stops_when_another_plugin_read_the_cluster_file(repo, tmp_path):
+    # An ansible.cfg of someone else's (default enable_plugins): yaml "parses" the file to no hosts.
+    (tmp_path / "ansible.cfg").write_text("[defaults]\n")
+    result = run(
+        repo,
+        "ansible-playbook",
+        str(repo / "aorta_multinode.yml"),
+        "-i",
+        str(repo / "inventories/example/cluster.json"),
+        cwd=tmp_path,
+        env={"ANSIBLE_CONFIG": str(tmp_path / "ansible.cfg")},
+    )
+    assert result.returncode != 0
+    assert "was not read by aorta.cluster.cluster_json" in result.stdout
+    assert "read by the builtin yaml plugin" in result.stdout
+
+
+def test_playbook_with_a_bad_cluster_file_fails_before_any_play(repo, tmp_path):
+    path = tmp_path / "cluster.json"
+    path.write_text(json.dumps({"username": "u", "priv_key_file": "/k", "node_dict": {}}))
+    result = run(repo, "ansible-playbook", "aorta_multinode.yml", "-i", str(path))
+    assert result.returncode != 0
+    assert f"{path}: node_dict: is empty" in result.stdout + result.stderr
+    assert "PLAY [" not in result.stdout
