@@ -56,6 +56,13 @@ test: venv
 	$(MAKE) ruff ansible-lint sanity
 	$(BIN)/pytest tests/unit tests/integration
 
+N ?= 2
+standin-up: venv
+	$(BIN)/python tests/standin/standin.py up --nodes $(N)
+
+standin-down:
+	python3 tests/standin/standin.py down
+
 bench: venv
 	@for b in benchmarks/bench_*.py; do $(BIN)/python $$b || exit 1; done
 

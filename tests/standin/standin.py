@@ -1,0 +1,248 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""Stand-in cluster: Docker-in-Docker nodes reached over real SSH, for tests, molecule and the demo.
+
+Each node is a container with its own hostname, sshd and dockerd, and two addresses: a management
+address on a bridge of its own (what SSH uses, the node_dict key) and a fabric address on one
+network shared by all nodes (vpc_ip). Nodes cannot reach each other's management addresses, as
+on a real cluster where training traffic must use the fabric.
+
+    python3 tests/standin/standin.py up [--nodes N]     # writes build/standin/{cluster.json,vars.yml,...}
+    python3 tests/standin/standin.py down
+
+Only the controller, these nodes and loopback exchange traffic.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parents[1]
+OUT = REPO / "build" / "standin"
+CACHE = Path(os.environ.get("AORTA_STANDIN_CACHE", REPO / "build" / "standin-cache"))
+LABEL = "aorta.standin=1"
+PREFIX = "aorta-standin"
+FABRIC = f"{PREFIX}-fabric"
+AORTA_PATH = "/root/aorta"  # the stand-in "Aorta checkout" on every node (aorta_path)
+
+# What a node needs to run its own dockerd where `--privileged` is refused (the sandbox's bounding
+# set lacks CAP_SYS_RESOURCE): every other capability, no LSM confinement, all devices, rw cgroups.
+DIND_FLAGS = [
+    "--cap-add", "ALL", "--cap-drop", "SYS_RESOURCE",
+    "--security-opt", "apparmor=unconfined", "--security-opt", "seccomp=unconfined",
+    "--device-cgroup-rule", "a *:* rwm",
+    "-v", "/sys/fs/cgroup:/sys/fs/cgroup:rw",
+    "--tmpfs", "/run",
+]  # fmt: skip
+
+
+class StandinError(RuntimeError):
+    pass
+
+
+def sh(*argv: str, check: bool = True, input: bytes | None = None, timeout: float = 600) -> str:
+    result = subprocess.run(argv, input=input, capture_output=True, timeout=timeout, check=False)
+    if check and result.returncode != 0:
+        raise StandinError(f"{' '.join(argv[:4])}... failed ({result.returncode}): {result.stderr.decode()[-2000:]}")
+    return result.stdout.decode()
+
+
+def log(message: str) -> None:
+    print(f"[standin] {message}", flush=True)
+
+
+def ensure_engine() -> None:
+    subprocess.run([str(REPO / "tools" / "install-host-deps.sh")], check=True)
+
+
+def build_images() -> dict[str, str]:
+    out = sh(str(HERE / "build_images.sh"), timeout=1800)
+    last = out.strip().splitlines()[-1]
+    return dict(item.split("=", 1) for item in last.split())
+
+
+def image_archive(image: str) -> Path:
+    """The workload image as a `docker save` archive (air-gapped path), cached by image id."""
+    image_id = sh("docker", "image", "inspect", "-f", "{{.Id}}", image).strip().split(":")[-1][:12]
+    path = CACHE / f"workload-{image_id}.tar"
+    if not path.exists():
+        tmp = path.with_suffix(".tmp")
+        sh("docker", "save", "-o", str(tmp), image)
+        tmp.rename(path)
+    return path
+
+
+def node_name(index: int) -> str:
+    return f"{PREFIX}-n{index}"
+
+
+def address(container: str, network: str) -> str:
+    fmt = "{{(index .NetworkSettings.Networks \"%s\").IPAddress}}" % network
+    return sh("docker", "inspect", "-f", fmt, container).strip()
+
+
+def interface_of(container: str, ip: str) -> str:
+    out = sh("docker", "exec", container, "ip", "-o", "-4", "addr", "show")
+    for line in out.splitlines():
+        fields = line.split()
+        if fields[3].split("/")[0] == ip:
+            return fields[1].split("@")[0]
+    raise StandinError(f"{container}: no interface holds {ip}")
+
+
+def wait_for(what: str, probe, timeout: float = 120) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if probe():
+            return
+        time.sleep(1)
+    raise StandinError(f"timed out waiting for {what}")
+
+
+def succeeds(*argv: str) -> bool:
+    return subprocess.run(argv, capture_output=True, check=False, timeout=60).returncode == 0
+
+
+def down() -> None:
+    """Remove every container, network and node directory of the stand-in cluster; keep the image cache."""
+    ids = sh("docker", "ps", "-aq", "--filter", f"label={LABEL}").split()
+    if ids:
+        sh("docker", "rm", "-f", "-v", *ids)
+    nets = sh("docker", "network", "ls", "-q", "--filter", f"label={LABEL}").split()
+    if nets:
+        sh("docker", "network", "rm", *nets)
+    # Node docker roots hold root-owned files from the inner daemons.
+    shutil.rmtree(OUT, ignore_errors=True)
+    log("down: no stand-in container, network or node directory left")
+
+
+def start_node(index: int, node_image: str) -> str:
+    name = node_name(index)
+    mgmt = f"{PREFIX}-mgmt{index}"
+    docker_root = OUT / "nodes" / name / "docker"
+    docker_root.mkdir(parents=True, exist_ok=True)
+    sh("docker", "network", "create", "--label", LABEL, mgmt)
+    sh(
+        "docker", "run", "-d", "--name", name, "--hostname", name, "--label", LABEL,
+        "--network", mgmt, *DIND_FLAGS, "-v", f"{docker_root}:/var/lib/docker", node_image,
+    )  # fmt: skip
+    sh("docker", "network", "connect", FABRIC, name)
+    return name
+
+
+def prepare_node(name: str, pubkey: bytes, archive: Path, workload_image: str) -> None:
+    sh("docker", "exec", "-i", name, "sh", "-c", "cat > /root/.ssh/authorized_keys; chmod 600 /root/.ssh/authorized_keys",
+       input=pubkey)  # fmt: skip
+    wait_for(f"dockerd on {name}", lambda: succeeds("docker", "exec", name, "docker", "info"))
+    have = succeeds("docker", "exec", name, "docker", "image", "inspect", workload_image)
+    if not have:
+        with open(archive, "rb") as handle:
+            subprocess.run(["docker", "exec", "-i", name, "docker", "load", "-q"], stdin=handle, check=True,
+                           capture_output=True, timeout=900)  # fmt: skip
+    sh("docker", "exec", name, "mkdir", "-p", AORTA_PATH)
+    sh("docker", "cp", f"{HERE / 'workload'}/.", f"{name}:{AORTA_PATH}/")
+
+
+def keyscan(ip: str) -> str:
+    def scanned():
+        result = subprocess.run(["ssh-keyscan", "-T", "5", "-t", "ed25519", ip], capture_output=True, check=False)
+        scanned.text = result.stdout.decode()
+        return bool(scanned.text.strip())
+
+    wait_for(f"sshd on {ip}", scanned, timeout=60)
+    return scanned.text
+
+
+def up(nodes: int = 2) -> dict:
+    if nodes < 1:
+        raise StandinError("--nodes must be at least 1")
+    ensure_engine()
+    t0 = time.monotonic()
+    images = build_images()
+    log(f"images ready in {time.monotonic() - t0:.0f}s: {images['NODE_IMAGE']}, {images['WORKLOAD_IMAGE']}")
+    archive = image_archive(images["WORKLOAD_IMAGE"])
+    down()
+    OUT.mkdir(parents=True, exist_ok=True)
+
+    key = OUT / "id_ed25519"
+    sh("ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "aorta-standin", "-f", str(key))
+    pubkey = key.with_suffix(".pub").read_bytes()
+    # --internal: the fabric carries node-to-node traffic only, nothing leaves it.
+    sh("docker", "network", "create", "--internal", "--label", LABEL, FABRIC)
+
+    names = [start_node(i, images["NODE_IMAGE"]) for i in range(nodes)]
+    with ThreadPoolExecutor(max_workers=nodes) as pool:
+        list(pool.map(lambda n: prepare_node(n, pubkey, archive, images["WORKLOAD_IMAGE"]), names))
+
+    node_dict, known_hosts, table = {}, [], []
+    for name in names:
+        mgmt_ip = address(name, f"{PREFIX}-mgmt{names.index(name)}")
+        fabric_ip = address(name, FABRIC)
+        if mgmt_ip == fabric_ip:
+            raise StandinError(f"{name}: management and fabric address are the same")
+        node_dict[mgmt_ip] = {"bmc_ip": "NA", "vpc_ip": fabric_ip, "standin_container": name}
+        known_hosts.append(keyscan(mgmt_ip))
+        table.append((name, mgmt_ip, fabric_ip, interface_of(name, fabric_ip)))
+    (OUT / "known_hosts").write_text("".join(known_hosts))
+
+    head = next(iter(node_dict))
+    cluster = {
+        "_comment": "Generated by tests/standin/standin.py: a STAND-IN cluster, not real GPU nodes.",
+        "username": "root",
+        "priv_key_file": str(key),
+        "head_node_dict": {"mgmt_ip": head},
+        "env_vars": {},
+        "node_dict": node_dict,
+    }
+    (OUT / "cluster.json").write_text(json.dumps(cluster, indent=2) + "\n")
+    vars_yml = f"""---
+# Generated by tests/standin/standin.py: only what differs from a real cluster.
+ansible_ssh_common_args: >-
+  -o UserKnownHostsFile={OUT / "known_hosts"} -o StrictHostKeyChecking=yes -o IdentitiesOnly=yes
+ansible_python_interpreter: /usr/bin/python3
+aorta_require_gpu: false
+aorta_path: {AORTA_PATH}
+aorta_base_config: config/standin.yaml
+aorta_docker_image: {images["WORKLOAD_IMAGE"]}
+aorta_image_archive: {archive}
+aorta_gpus_per_node: 2
+aorta_timeout_seconds: 300
+"""
+    (OUT / "vars.yml").write_text(vars_yml)
+    state = {"nodes": [dict(zip(("container", "mgmt_ip", "vpc_ip", "fabric_if"), row)) for row in table], **images}
+    (OUT / "state.json").write_text(json.dumps(state, indent=2) + "\n")
+    for row in table:
+        log("node %-18s mgmt %-15s fabric %-15s (%s)" % row)
+    log(f"up in {time.monotonic() - t0:.0f}s: {OUT / 'cluster.json'} and {OUT / 'vars.yml'}")
+    return state
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    up_parser = sub.add_parser("up", help="start N stand-in nodes (replaces a running stand-in cluster)")
+    up_parser.add_argument("--nodes", type=int, default=2)
+    sub.add_parser("down", help="remove the stand-in cluster (keeps the image cache)")
+    args = parser.parse_args(argv)
+    try:
+        if args.command == "up":
+            up(args.nodes)
+        else:
+            down()
+    except (StandinError, subprocess.CalledProcessError, subprocess.TimeoutExpired) as exc:
+        print(f"standin: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,197 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""STAND-IN for Aorta's train.py: same command line and output contract, CPU + gloo, tiny model.
+
+Aorta itself refuses to start without a GPU. This stand-in lets the collection be tested for real
+(torchrun rendezvous across nodes, torch.profiler traces) on machines without one:
+
+  train.py --config FILE.yaml [--override k=v ...] [--enable-rocm-metrics]
+
+Writes, under training.output_dir (relative to the working directory):
+  torch_profiler/rank<global_rank>/trace.json  (or trace_step<N>.json when active>1 or repeat!=1)
+  rank<r>.log, rank_<rr>_metrics.jsonl
+
+SIGTERM/SIGINT stop it after the current step; the trace is still exported.
+Fault knobs (overrides), for reliability tests:
+  standin.hang_rank=R     rank R blocks forever inside a collective
+  standin.fail_rank=R     rank R exits 1 after its first step
+  standin.slow_rank=R, standin.slow_factor=F   rank R computes F times longer (a straggler)
+  standin.echo_overrides=true   log every override value exactly as received
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import signal
+import socket
+import sys
+import time
+from pathlib import Path
+
+import torch
+import torch.distributed as dist
+import yaml
+from torch import nn
+from torch.nn.parallel import DistributedDataParallel
+
+STOP = {"requested": False}
+
+
+def coerce(value: str):
+    """Aorta's merge_cli_overrides coercion: bool, int, float, [a,b] (strings), else string."""
+    if value.lower() in ("true", "false"):
+        return value.lower() == "true"
+    for kind in (int, float):
+        try:
+            return kind(value)
+        except ValueError:
+            pass
+    if value.startswith("[") and value.endswith("]"):
+        return [item.strip() for item in value[1:-1].split(",") if item.strip()]
+    return value
+
+
+def merge_overrides(config: dict, tokens: list[str] | None) -> dict:
+    for token in tokens or []:
+        if "=" not in token:
+            raise SystemExit(f"ConfigError: override {token!r} is not key=value")
+        key, raw = token.split("=", 1)
+        node = config
+        parts = key.split(".")
+        for part in parts[:-1]:
+            node = node.setdefault(part, {})
+        node[parts[-1]] = coerce(raw)
+    return config
+
+
+def parse_args(argv=None):
+    parser = argparse.ArgumentParser(description="Aorta stand-in (CPU, gloo)")
+    parser.add_argument("--config", required=True)
+    parser.add_argument("--override", type=str, nargs="*", default=None)
+    parser.add_argument("--enable-rocm-metrics", action="store_true")
+    return parser.parse_args(argv)
+
+
+def setup_logging(output_dir: Path, rank: int) -> logging.Logger:
+    logger = logging.getLogger("aorta.standin")
+    logger.setLevel(logging.INFO)
+    handler = logging.FileHandler(output_dir / f"rank{rank}.log", mode="a")
+    handler.setFormatter(logging.Formatter("%(asctime)s | %(levelname)s | %(name)s | %(message)s"))
+    logger.addHandler(handler)
+    if rank == 0:
+        logger.addHandler(logging.StreamHandler(sys.stderr))
+    return logger
+
+
+def on_signal(signum, _frame):
+    STOP["requested"] = True
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    with open(args.config) as handle:
+        config = yaml.safe_load(handle) or {}
+    config = merge_overrides(config, args.override)
+    training = config.setdefault("training", {})
+    profiling = config.setdefault("profiling", {})
+    standin = config.get("standin", {})
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+
+    dist.init_process_group(backend="gloo")
+    rank, world = dist.get_rank(), dist.get_world_size()
+    output_dir = Path(training.get("output_dir", "artifacts"))
+    (output_dir / "torch_profiler" / f"rank{rank}").mkdir(parents=True, exist_ok=True)
+    log = setup_logging(output_dir, rank)
+    log.info(
+        "Initialised distributed training | backend=gloo rank=%d world=%d local_rank=%s device=cpu host=%s",
+        rank,
+        world,
+        os.environ.get("LOCAL_RANK"),
+        socket.gethostname(),
+    )
+    if standin.get("echo_overrides"):
+        log.info("overrides %s", json.dumps(args.override))
+    if args.enable_rocm_metrics:
+        log.info("--enable-rocm-metrics accepted (stand-in: no GPU metrics to collect)")
+
+    torch.manual_seed(int(config.get("dataset", {}).get("seed", 0)) + rank)
+    torch.set_num_threads(1)
+    width = int(config.get("model", {}).get("model_dim", 64))
+    model = DistributedDataParallel(nn.Sequential(nn.Linear(width, width), nn.ReLU(), nn.Linear(width, 1)))
+    optimizer = torch.optim.SGD(model.parameters(), lr=float(config.get("optimizer", {}).get("lr", 0.01)))
+    batch = int(training.get("batch_size", 8))
+
+    wait, warmup = int(profiling.get("wait", 1)), int(profiling.get("warmup", 1))
+    active, repeat = int(profiling.get("active", 2)), int(profiling.get("repeat", 1))
+    max_steps = int(training.get("max_steps") or (wait + warmup + active) * max(repeat, 1))
+    log.info("Enabling torch profiler | rank=%d wait=%d warmup=%d active=%d repeat=%d", rank, wait, warmup, active, repeat)
+
+    trace_dir = output_dir / "torch_profiler" / f"rank{rank}"
+    stem, ext = os.path.splitext(profiling.get("trace_filename", "trace.json"))
+    metrics_path = output_dir / f"rank_{rank:02d}_metrics.jsonl"
+    slow_rank = standin.get("slow_rank")
+    slow_factor = float(standin.get("slow_factor", 1.0))
+    compute_ms = float(standin.get("compute_ms", 5.0))
+
+    profiler = torch.profiler.profile(
+        activities=[torch.profiler.ProfilerActivity.CPU],
+        schedule=torch.profiler.schedule(wait=wait, warmup=warmup, active=active, repeat=repeat),
+        record_shapes=bool(profiling.get("record_shapes", True)),
+    )
+    step = 0
+    with profiler:
+        while step < max_steps and not STOP["requested"]:
+            start = time.perf_counter()
+            inputs, target = torch.randn(batch, width), torch.randn(batch, 1)
+            loss = nn.functional.mse_loss(model(inputs), target)
+            optimizer.zero_grad()
+            loss.backward()  # DDP all-reduces gradients over gloo here
+            optimizer.step()
+            # The stand-in's "GPU compute": a fixed busy wait, longer on the straggler.
+            busy = compute_ms * (slow_factor if slow_rank is not None and int(slow_rank) == rank else 1.0)
+            with torch.profiler.record_function("standin_compute"):
+                until = time.perf_counter() + busy / 1000.0
+                while time.perf_counter() < until:
+                    pass
+            if standin.get("hang_rank") is not None and int(standin["hang_rank"]) == rank:
+                log.info("stand-in fault: rank %d hangs in a collective", rank)
+                dist.recv(torch.zeros(1), src=(rank + 1) % world)  # never sent: blocks for good
+            step += 1
+            profiler.step()
+            with open(metrics_path, "a") as metrics:
+                metrics.write(
+                    json.dumps(
+                        {
+                            "rank": rank,
+                            "world_size": world,
+                            "step": step,
+                            "global_step": step,
+                            "loss": loss.item(),
+                            "profile": {"total_ms": (time.perf_counter() - start) * 1000.0},
+                        }
+                    )
+                    + "\n"
+                )
+            if standin.get("fail_rank") is not None and int(standin["fail_rank"]) == rank:
+                log.error("stand-in fault: rank %d exits 1", rank)
+                return 1
+    name = f"{stem}{ext}" if active == 1 and repeat == 1 else f"{stem}_step{profiler.step_num}{ext}"
+    try:
+        profiler.export_chrome_trace(str(trace_dir / name))
+        log.info("Exported chrome trace to %s", trace_dir / name)
+    except (RuntimeError, AssertionError, AttributeError) as exc:  # stopped before the active window
+        log.warning("no trace exported: %s", exc)
+    log.info("done | rank=%d steps=%d stopped_by_signal=%s", rank, step, STOP["requested"])
+    if not STOP["requested"]:
+        dist.barrier()
+    dist.destroy_process_group()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
