@@ -86,7 +86,7 @@ def node_name(index: int) -> str:
 
 
 def address(container: str, network: str) -> str:
-    fmt = "{{(index .NetworkSettings.Networks \"%s\").IPAddress}}" % network
+    fmt = '{{(index .NetworkSettings.Networks "%s").IPAddress}}' % network
     return sh("docker", "inspect", "-f", fmt, container).strip()
 
 

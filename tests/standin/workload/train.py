@@ -129,7 +129,9 @@ def main(argv=None) -> int:
     wait, warmup = int(profiling.get("wait", 1)), int(profiling.get("warmup", 1))
     active, repeat = int(profiling.get("active", 2)), int(profiling.get("repeat", 1))
     max_steps = int(training.get("max_steps") or (wait + warmup + active) * max(repeat, 1))
-    log.info("Enabling torch profiler | rank=%d wait=%d warmup=%d active=%d repeat=%d", rank, wait, warmup, active, repeat)
+    log.info(
+        "Enabling torch profiler | rank=%d wait=%d warmup=%d active=%d repeat=%d", rank, wait, warmup, active, repeat
+    )
 
     trace_dir = output_dir / "torch_profiler" / f"rank{rank}"
     stem, ext = os.path.splitext(profiling.get("trace_filename", "trace.json"))
