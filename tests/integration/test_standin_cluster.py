@@ -84,7 +84,7 @@ def test_workload_by_hand_writes_one_trace_per_global_rank(standin_cluster):
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             text=True,
-        )  # fmt: skip
+        )
         for i, node in enumerate(nodes)
     ]
     try:

@@ -86,7 +86,7 @@ def node_name(index: int) -> str:
 
 
 def address(container: str, network: str) -> str:
-    fmt = '{{(index .NetworkSettings.Networks "%s").IPAddress}}' % network
+    fmt = "{{(index .NetworkSettings.Networks %s).IPAddress}}".replace("%s", json.dumps(network))
     return sh("docker", "inspect", "-f", fmt, container).strip()
 
 
@@ -140,8 +140,8 @@ def start_node(index: int, node_image: str) -> str:
 
 
 def prepare_node(name: str, pubkey: bytes, archive: Path, workload_image: str) -> None:
-    sh("docker", "exec", "-i", name, "sh", "-c", "cat > /root/.ssh/authorized_keys; chmod 600 /root/.ssh/authorized_keys",
-       input=pubkey)  # fmt: skip
+    install_key = "cat > /root/.ssh/authorized_keys; chmod 600 /root/.ssh/authorized_keys"
+    sh("docker", "exec", "-i", name, "sh", "-c", install_key, input=pubkey)
     wait_for(f"dockerd on {name}", lambda: succeeds("docker", "exec", name, "docker", "info"))
     have = succeeds("docker", "exec", name, "docker", "image", "inspect", workload_image)
     if not have:
@@ -221,7 +221,7 @@ aorta_timeout_seconds: 300
     state = {"nodes": [dict(zip(("container", "mgmt_ip", "vpc_ip", "fabric_if"), row)) for row in table], **images}
     (OUT / "state.json").write_text(json.dumps(state, indent=2) + "\n")
     for row in table:
-        log("node %-18s mgmt %-15s fabric %-15s (%s)" % row)
+        log("node {:18} mgmt {:15} fabric {:15} ({})".format(*row))
     log(f"up in {time.monotonic() - t0:.0f}s: {OUT / 'cluster.json'} and {OUT / 'vars.yml'}")
     return state
 
