@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.aorta.cluster.plugins.plugin_utils import _launch
+from ansible_collections.aorta.cluster.plugins.plugin_utils import _container, _launch, _run
 
 
 def _filter(func):
@@ -31,4 +31,11 @@ class FilterModule:
             "launch_mode": _filter(_launch.launch_mode),
             "torchrun_argv": _filter(_launch.torchrun_argv),
             "launch_script": _filter(_launch.launch_script),
+            "base_env": _filter(_launch.base_env),
+            "docker_run_argv": _filter(_container.docker_run_argv),
+            "group_ids": _filter(_container.group_ids),
+            "node_state": _filter(_run.node_state),
+            "run_status": _filter(_run.run_status),
+            "node_line": _filter(_run.node_line),
+            "fabric_interface": _filter(_run.fabric_interface),
         }

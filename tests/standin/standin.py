@@ -215,6 +215,10 @@ aorta_base_config: config/standin.yaml
 aorta_docker_image: {images["WORKLOAD_IMAGE"]}
 aorta_image_archive: {archive}
 aorta_gpus_per_node: 2
+# Raising rlimits needs CAP_SYS_RESOURCE, which the stand-in nodes cannot have.
+aorta_docker_ulimits: []
+aorta_min_free_gb: 1
+aorta_poll_seconds: 2
 aorta_timeout_seconds: 300
 """
     (OUT / "vars.yml").write_text(vars_yml)
