@@ -37,5 +37,7 @@ class FilterModule:
             "node_state": _filter(_run.node_state),
             "run_status": _filter(_run.run_status),
             "node_line": _filter(_run.node_line),
+            "torchrun_failure": _filter(_run.torchrun_failure),
+            "metrics_progress": _filter(_run.metrics_progress),
             "fabric_interface": _filter(_run.fabric_interface),
         }

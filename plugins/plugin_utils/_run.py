@@ -8,6 +8,7 @@ Private to this collection.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -31,20 +32,87 @@ def node_state(job: Mapping[str, Any] | None, timed_out: bool, unreachable: bool
 
 
 def run_status(nodes: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
-    """COMPLETED when every node is ok; TIMEOUT when any timed out; else FAILED, naming the nodes."""
+    """COMPLETED when every node is ok; TIMEOUT when any timed out; else FAILED.
+
+    Names every node that was not ok, and first the one where the trouble most likely started:
+    for a failure, a node whose ranks failed on their own before one whose ranks lost a peer,
+    then the earliest torchrun root cause; for a timeout, the node holding the rank that got
+    least far (``progress``: steps per global rank at the deadline), since in synchronous
+    training every other rank waits for it.
+    """
     if not nodes:
-        return {"status": "FAILED", "failed_nodes": [], "message": "no nodes ran"}
+        return {"status": "FAILED", "failed_nodes": [], "first_failure": None, "message": "no nodes ran"}
     bad = [n for n in nodes if n.get("state") != "ok"]
     if not bad:
-        return {"status": "COMPLETED", "failed_nodes": [], "message": f"all {len(nodes)} nodes completed"}
+        return {
+            "status": "COMPLETED",
+            "failed_nodes": [],
+            "first_failure": None,
+            "message": f"all {len(nodes)} nodes completed",
+        }
     status = "TIMEOUT" if any(n.get("state") == "timeout" for n in bad) else "FAILED"
+    laggards = _laggard_nodes(bad)
+    order = {"unreachable": 0, "timeout": 1, "not_started": 2, "failed": 3}
+
+    def origin_key(node):
+        failure = node.get("failure") or {}
+        return (
+            node.get("name") not in laggards,
+            order.get(str(node.get("state")), 4),
+            bool(failure.get("secondary")),
+            failure.get("root_cause_time") or "~",
+            node.get("rank", 0),
+        )
+
+    bad = sorted(bad, key=origin_key)
     names = [str(n.get("name")) for n in bad]
-    detail = ", ".join(f"{n.get('name')} ({n.get('state')}, exit {n.get('exit_code')})" for n in bad)
+    detail = ", ".join(_describe(n, n.get("name") in laggards) for n in bad)
     return {
         "status": status,
         "failed_nodes": names,
-        "message": f"{status} on {len(bad)} of {len(nodes)} nodes: {detail}",
+        "first_failure": names[0],
+        "message": f"{status} on {len(bad)} of {len(nodes)} nodes, first {names[0]}: {detail}",
     }
+
+
+def _laggard_nodes(nodes: Sequence[Mapping[str, Any]]) -> set[str]:
+    """Nodes holding the ranks with the fewest completed steps, when ranks disagree."""
+    steps = {}
+    for node in nodes:
+        for rank, count in (node.get("progress") or {}).items():
+            steps[(node.get("name"), rank)] = int(count)
+    if not steps or min(steps.values()) == max(steps.values()):
+        return set()
+    least = min(steps.values())
+    return {name for (name, _rank), count in steps.items() if count == least}
+
+
+def _describe(node: Mapping[str, Any], laggard: bool) -> str:
+    failure = node.get("failure") or {}
+    text = f"{node.get('name')} ({node.get('state')}, exit {node.get('exit_code')}"
+    if laggard:
+        progress = node.get("progress") or {}
+        low = min(progress.values())
+        ranks = ",".join(str(r) for r, c in sorted(progress.items(), key=lambda i: int(i[0])) if c == low)
+        text += f", rank {ranks} stuck after {low} steps"
+    if failure:
+        text += f", rank {failure['root_cause_rank']} exit {failure['root_cause_exit']} at {failure['root_cause_time']}"
+        if failure.get("secondary"):
+            text += " after a peer failed"
+    return text + ")"
+
+
+def metrics_progress(wc_output: str, ranks: Sequence[int] = ()) -> dict[str, int]:
+    """Steps each global rank recorded, from ``wc -l rank_*_metrics.jsonl`` output.
+
+    ``ranks`` are the node's global ranks: one without a metrics file has recorded 0 steps.
+    """
+    progress = {str(int(rank)): 0 for rank in ranks}
+    for line in (wc_output or "").splitlines():
+        match = re.match(r"\s*(\d+)\s+(?:.*/)?rank_(\d+)_metrics\.jsonl$", line)
+        if match:
+            progress[str(int(match.group(2)))] = int(match.group(1))
+    return progress
 
 
 def fabric_interface(facts: Mapping[str, Any], address: str, node: str = "this node") -> str:
@@ -81,3 +149,31 @@ def node_line(node: Mapping[str, Any]) -> str:
         node.get("fabric_if") or "-",
         node.get("log") or "-",
     )
+
+
+_ROOT_CAUSE = re.compile(
+    r"Root Cause \(first observed failure\):\s*\[\d+\]:\s*time\s*:\s*(\S+)\s*host\s*:\s*(\S+)\s*"
+    r"rank\s*:\s*(\d+)[^\n]*\n\s*exitcode\s*:\s*(-?\d+)"
+)
+# Messages of a rank that failed because another rank went away first.
+_SECONDARY = ("Connection closed by peer", "remote worker crashing", "Connection reset by peer", "Broken pipe")
+
+
+def torchrun_failure(log_tail: str) -> dict[str, Any]:
+    """What torchrun's error summary says about a node's failure (empty when there is none).
+
+    ``secondary`` is true when the node's ranks died because a peer went away first, so the run's
+    report can name the node where the failure started.
+    """
+    match = _ROOT_CAUSE.search(log_tail or "")
+    if not match:
+        return {}
+    rank = int(match.group(3))
+    # torchrun prefixes each worker's traceback lines with [rank<N>]:
+    own_lines = [line for line in log_tail.splitlines() if line.startswith(f"[rank{rank}]:")]
+    return {
+        "root_cause_time": match.group(1),
+        "root_cause_rank": rank,
+        "root_cause_exit": int(match.group(4)),
+        "secondary": any(text in line for line in own_lines for text in _SECONDARY),
+    }
