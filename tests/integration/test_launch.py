@@ -1,0 +1,130 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""aorta_multinode.yml on the stand-in cluster: success, failure, timeout, unreachable, injection.
+
+Each test runs the real playbook over SSH against Docker-in-Docker nodes running real torchrun.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import time
+import uuid
+
+import pytest
+
+pytestmark = pytest.mark.standin
+
+NASTY = "$(touch pwned) `touch pwned2`; touch pwned3 'q' \"dq\""
+
+
+def run_playbook(cluster, tmp_path, **extra):
+    results = tmp_path / f"results-{uuid.uuid4().hex[:6]}"
+    extra_vars = {"aorta_results_dir": str(results), **extra}
+    started = time.monotonic()
+    proc = cluster.playbook("-e", json.dumps(extra_vars))
+    elapsed = time.monotonic() - started
+    run = json.loads((results / "run.json").read_text()) if (results / "run.json").exists() else None
+    return proc, run, results, elapsed
+
+
+def containers_left(cluster):
+    return [
+        line
+        for i in range(len(cluster.nodes))
+        for line in cluster.node_exec(i, "docker", "ps", "-a", "--filter", "label=aorta.cluster.run", "-q").split()
+    ]
+
+
+def node_traces(cluster, run_id):
+    found = {}
+    for i in range(len(cluster.nodes)):
+        out = cluster.node_exec(i, "find", f"/root/aorta/aorta_runs/{run_id}", "-name", "trace*.json", check=False)
+        for path in out.split():
+            found[path] = json.loads(cluster.node_exec(i, "cat", path))["distributedInfo"]
+    return found
+
+
+def test_happy_path_completes_on_the_fabric_and_leaves_nothing(standin_cluster, tmp_path):
+    nodes = standin_cluster.nodes
+    proc, run, results, _ = run_playbook(
+        standin_cluster,
+        tmp_path,
+        aorta_training_overrides={"standin.echo_overrides": True, "standin.note": NASTY},
+    )
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    assert run["status"] == "COMPLETED"
+    assert [n["state"] for n in run["nodes"]] == ["ok"] * len(nodes)
+    # Rendezvous on the head's fabric address, with a port picked ON the head.
+    assert run["master_addr"] == nodes[0]["vpc_ip"]
+    head = nodes[0]["mgmt_ip"]
+    pick = proc.stdout.split("Pick the rendezvous port on the head]", 1)[1].split("TASK [", 1)[0]
+    # It bound the head's fabric address, which no other node holds, and ran on (or delegated to) the head.
+    assert f"ok: [{head}]" in pick or f"-> {head}]" in pick
+    assert 29500 <= run["master_port"] <= 32767
+    for node in run["nodes"]:
+        assert node["fabric_if"] == "eth1"
+        assert node["vpc_ip"] != node["mgmt_ip"]
+    # Every trace knows the whole world: one rendezvous across all nodes.
+    traces = node_traces(standin_cluster, run["run_id"])
+    world = 2 * len(nodes)
+    assert sorted(info["rank"] for info in traces.values()) == list(range(world))
+    assert all(info["world_size"] == world for info in traces.values())
+    # The override value reached the workload byte for byte, and no shell ran it.
+    head_log = (results / "logs" / f"{head}.log").read_text()
+    assert json.dumps(f"standin.note={NASTY}") in head_log
+    for i in range(len(nodes)):
+        assert standin_cluster.node_exec(i, "find", "/root", "/tmp", "-name", "pwned*").strip() == ""
+    assert containers_left(standin_cluster) == []
+
+
+def test_failing_rank_fails_the_run_naming_its_node_and_keeps_every_log(standin_cluster, tmp_path):
+    last = standin_cluster.nodes[-1]["mgmt_ip"]
+    failing_rank = 2 * len(standin_cluster.nodes) - 1
+    proc, run, results, _ = run_playbook(
+        standin_cluster, tmp_path, aorta_training_overrides={"standin.fail_rank": failing_rank}
+    )
+    assert proc.returncode != 0
+    assert run["status"] == "FAILED"
+    assert run["first_failure"] == last
+    assert last in run["message"] and f"rank {failing_rank} exit 1" in run["message"]
+    for node in standin_cluster.nodes:
+        assert (results / "logs" / f"{node['mgmt_ip']}.log").stat().st_size > 0
+    assert containers_left(standin_cluster) == []
+
+
+def test_hanging_rank_times_out_naming_its_node_and_leaves_nothing_running(standin_cluster, tmp_path):
+    timeout, grace = 60, 10
+    last = standin_cluster.nodes[-1]["mgmt_ip"]
+    hang_rank = 2 * len(standin_cluster.nodes) - 1
+    proc, run, _, elapsed = run_playbook(
+        standin_cluster,
+        tmp_path,
+        aorta_training_overrides={"standin.hang_rank": hang_rank},
+        aorta_timeout_seconds=timeout,
+        aorta_kill_grace_seconds=grace,
+    )
+    assert proc.returncode != 0
+    assert run["status"] == "TIMEOUT"
+    assert run["first_failure"] == last
+    assert f"rank {hang_rank} stuck" in run["message"]
+    # The whole play, setup included, stays within the bound.
+    assert elapsed < timeout + grace + 30 + 30, elapsed
+    assert containers_left(standin_cluster) == []
+    for i in range(len(standin_cluster.nodes)):
+        assert "torchrun" not in standin_cluster.node_exec(i, "ps", "-eo", "args")
+
+
+def test_unreachable_node_stops_the_run_before_anything_is_launched(standin_cluster, tmp_path):
+    victim = standin_cluster.nodes[-1]
+    subprocess.run(["docker", "pause", victim["container"]], check=True)
+    try:
+        proc, run, _, _ = run_playbook(standin_cluster, tmp_path, aorta_connect_timeout=10)
+    finally:
+        subprocess.run(["docker", "unpause", victim["container"]], check=True)
+    assert proc.returncode != 0
+    assert run["status"] == "FAILED"
+    assert victim["mgmt_ip"] in run["message"]
+    assert "Reach every node over SSH" in run["message"]
+    assert "Launch on every node at once" not in proc.stdout
+    assert containers_left(standin_cluster) == []
