@@ -35,6 +35,7 @@ link:
 	@ln -sfn ../../.. $(COLLECTION_LINK)
 
 ruff: venv
+	$(BIN)/python tools/gen_argument_specs.py --check
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 
@@ -57,6 +58,10 @@ test: venv
 	$(BIN)/pytest tests/unit tests/integration
 
 N ?= 2
+demo: venv
+	tools/install-host-deps.sh
+	N=$(N) tools/demo.sh
+
 standin-up: venv
 	$(BIN)/python tests/standin/standin.py up --nodes $(N)
 

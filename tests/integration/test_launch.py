@@ -47,7 +47,7 @@ def node_traces(cluster, run_id):
 
 def test_happy_path_completes_on_the_fabric_and_leaves_nothing(standin_cluster, tmp_path):
     nodes = standin_cluster.nodes
-    proc, run, results, _ = run_playbook(
+    proc, run, results, _elapsed = run_playbook(
         standin_cluster,
         tmp_path,
         aorta_training_overrides={"standin.echo_overrides": True, "standin.note": NASTY},
@@ -81,7 +81,7 @@ def test_happy_path_completes_on_the_fabric_and_leaves_nothing(standin_cluster, 
 def test_failing_rank_fails_the_run_naming_its_node_and_keeps_every_log(standin_cluster, tmp_path):
     last = standin_cluster.nodes[-1]["mgmt_ip"]
     failing_rank = 2 * len(standin_cluster.nodes) - 1
-    proc, run, results, _ = run_playbook(
+    proc, run, results, _elapsed = run_playbook(
         standin_cluster, tmp_path, aorta_training_overrides={"standin.fail_rank": failing_rank}
     )
     assert proc.returncode != 0
@@ -97,7 +97,7 @@ def test_hanging_rank_times_out_naming_its_node_and_leaves_nothing_running(stand
     timeout, grace = 60, 10
     last = standin_cluster.nodes[-1]["mgmt_ip"]
     hang_rank = 2 * len(standin_cluster.nodes) - 1
-    proc, run, _, elapsed = run_playbook(
+    proc, run, _results, elapsed = run_playbook(
         standin_cluster,
         tmp_path,
         aorta_training_overrides={"standin.hang_rank": hang_rank},
@@ -119,7 +119,7 @@ def test_unreachable_node_stops_the_run_before_anything_is_launched(standin_clus
     victim = standin_cluster.nodes[-1]
     subprocess.run(["docker", "pause", victim["container"]], check=True)
     try:
-        proc, run, _, _ = run_playbook(standin_cluster, tmp_path, aorta_connect_timeout=10)
+        proc, run, _results, _elapsed = run_playbook(standin_cluster, tmp_path, aorta_connect_timeout=10)
     finally:
         subprocess.run(["docker", "unpause", victim["container"]], check=True)
     assert proc.returncode != 0

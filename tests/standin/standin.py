@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 # SPDX-License-Identifier: GPL-3.0-or-later
 """Stand-in cluster: Docker-in-Docker nodes reached over real SSH, for tests, molecule and the demo.
 
@@ -211,6 +210,7 @@ ansible_ssh_common_args: >-
 ansible_python_interpreter: /usr/bin/python3
 aorta_require_gpu: false
 aorta_path: {AORTA_PATH}
+aorta_results_root: {REPO / "build" / "results"}
 aorta_base_config: config/standin.yaml
 aorta_docker_image: {images["WORKLOAD_IMAGE"]}
 aorta_image_archive: {archive}
@@ -231,7 +231,7 @@ aorta_timeout_seconds: 300
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n", maxsplit=1)[0])
     sub = parser.add_subparsers(dest="command", required=True)
     up_parser = sub.add_parser("up", help="start N stand-in nodes (replaces a running stand-in cluster)")
     up_parser.add_argument("--nodes", type=int, default=2)

@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 # SPDX-License-Identifier: GPL-3.0-or-later
 """STAND-IN for Aorta's train.py: same command line and output contract, CPU + gloo, tiny model.
 

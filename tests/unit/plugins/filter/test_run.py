@@ -1,0 +1,192 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""Run bookkeeping filters: node outcome, run status and its first failure, fabric interface,
+docker run argv, base environment."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from ansible.errors import AnsibleFilterError
+
+from ansible_collections.aorta.cluster.plugins.filter.launch import FilterModule
+
+F = FilterModule().filters()
+HERE = Path(__file__).parent
+
+
+@pytest.mark.parametrize(
+    "job,timed_out,unreachable,expected",
+    [
+        ({"finished": 1, "rc": 0}, False, False, ("ok", 0)),
+        ({"finished": 1, "rc": 3}, False, False, ("failed", 3)),
+        ({"finished": 1, "rc": None}, False, False, ("failed", -1)),
+        ({"finished": 0}, True, False, ("timeout", -1)),
+        ({"finished": 1, "rc": 0}, True, False, ("timeout", -1)),
+        (None, False, False, ("not_started", None)),
+        ({"finished": 0}, False, True, ("unreachable", None)),
+    ],
+)
+def test_node_state(job, timed_out, unreachable, expected):
+    result = F["node_state"](job, timed_out, unreachable)
+    assert (result["state"], result["exit_code"]) == expected
+
+
+def test_all_ok_is_completed():
+    status = F["run_status"]([{"name": "a", "state": "ok"}, {"name": "b", "state": "ok"}])
+    assert status == {"status": "COMPLETED", "failed_nodes": [], "first_failure": None,
+                      "message": "all 2 nodes completed"}  # fmt: skip
+
+
+def test_no_nodes_is_failed():
+    assert F["run_status"]([])["status"] == "FAILED"
+
+
+def test_failure_names_the_node_where_it_started_not_the_ones_that_lost_a_peer():
+    own = F["torchrun_failure"]((HERE / "torchrun_own_failure.log").read_text())
+    peer = F["torchrun_failure"]((HERE / "torchrun_peer_failure.log").read_text())
+    assert own["root_cause_rank"] == 3 and own["root_cause_exit"] == 1 and not own["secondary"]
+    assert peer["root_cause_rank"] == 1 and peer["secondary"]
+    status = F["run_status"](
+        [
+            {"name": "head", "rank": 0, "state": "failed", "exit_code": 1, "failure": peer},
+            {"name": "w1", "rank": 1, "state": "failed", "exit_code": 1, "failure": own},
+        ]
+    )
+    assert status["status"] == "FAILED"
+    assert status["first_failure"] == "w1"
+    assert status["failed_nodes"] == ["w1", "head"]
+    assert "rank 3 exit 1" in status["message"] and "after a peer failed" in status["message"]
+
+
+def test_timeout_names_the_node_of_the_rank_that_got_least_far():
+    status = F["run_status"](
+        [
+            {"name": "head", "rank": 0, "state": "timeout", "exit_code": -1, "progress": {"0": 4, "1": 4}},
+            {"name": "w1", "rank": 1, "state": "timeout", "exit_code": -1, "progress": {"2": 4, "3": 3}},
+            {"name": "w2", "rank": 2, "state": "ok", "exit_code": 0},
+        ]
+    )
+    assert status["status"] == "TIMEOUT"
+    assert status["first_failure"] == "w1"
+    assert "rank 3 stuck after 3 steps" in status["message"]
+
+
+def test_timeout_wins_over_failure_and_equal_progress_names_no_laggard():
+    status = F["run_status"](
+        [
+            {"name": "a", "rank": 0, "state": "failed", "exit_code": 1, "progress": {"0": 2}},
+            {"name": "b", "rank": 1, "state": "timeout", "exit_code": -1, "progress": {"1": 2}},
+        ]
+    )
+    assert status["status"] == "TIMEOUT"
+    assert status["first_failure"] == "b"
+    assert "stuck" not in status["message"]
+
+
+def test_metrics_progress_counts_missing_ranks_as_zero():
+    wc = "  5 rank_02_metrics.jsonl\n  4 /x/rank_03_metrics.jsonl\n  9 total\n"
+    assert F["metrics_progress"](wc, [2, 3, 4]) == {"2": 5, "3": 4, "4": 0}
+    assert F["metrics_progress"]("", []) == {}
+
+
+def test_torchrun_failure_without_summary_is_empty():
+    assert F["torchrun_failure"]("all good\n") == {}
+
+
+FACTS = {
+    "interfaces": ["lo", "eth0", "eth1", "bond-fabric"],
+    "lo": {"ipv4": {"address": "127.0.0.1"}},
+    "eth0": {"ipv4": {"address": "192.0.2.10"}},
+    "eth1": {"ipv4": {"address": "10.1.0.5"}, "ipv4_secondaries": [{"address": "10.1.0.99"}]},
+    "bond_fabric": {"ipv4": {"address": "10.2.0.5"}, "ipv6": [{"address": "fd00::5"}]},
+}
+
+
+@pytest.mark.parametrize(
+    "address,expected",
+    [("10.1.0.5", "eth1"), ("10.1.0.99", "eth1"), ("10.2.0.5", "bond-fabric"), ("fd00::5", "bond-fabric")],
+)
+def test_fabric_interface(address, expected):
+    assert F["fabric_interface"](FACTS, address, "n1") == expected
+
+
+def test_fabric_address_on_no_interface_names_node_address_and_interfaces():
+    with pytest.raises(AnsibleFilterError) as info:
+        F["fabric_interface"](FACTS, "10.9.9.9", "n1")
+    message = str(info.value)
+    assert message.startswith("n1: no interface holds the fabric address (vpc_ip) 10.9.9.9")
+    assert "eth0=192.0.2.10" in message and "eth1=10.1.0.5,10.1.0.99" in message
+
+
+def test_docker_run_argv_has_everything_rocm_needs_and_no_privileged_by_default():
+    argv = F["docker_run_argv"](
+        {
+            "name": "aorta-r1",
+            "image": "rocm/aorta:1",
+            "mount_source": "/home/me/aorta",
+            "mount_target": "/mnt",
+            "labels": {"aorta.cluster.run": "r1"},
+            "shm_size": "17G",
+            "group_ids": ["44", "109"],
+            "devices": ["/dev/kfd", "/dev/dri"],
+            "lifetime_seconds": 100,
+        }
+    )
+    text = " ".join(argv)
+    assert argv[:5] == ["docker", "run", "-d", "--name", "aorta-r1"]
+    assert "--privileged" not in argv
+    for part in [
+        "--label aorta.cluster.run=r1", "--network host", "--ipc host", "--shm-size 17G", "--user root",
+        "--group-add 44 --group-add 109", "--device /dev/kfd --device /dev/dri", "--cap-add SYS_PTRACE",
+        "--cap-add IPC_LOCK", "--security-opt seccomp=unconfined", "--ulimit memlock=-1:-1",
+        "--ulimit stack=67108864:67108864", "-v /home/me/aorta:/mnt:rw -w /mnt",
+    ]:  # fmt: skip
+        assert part in text, part
+    assert argv[-3:] == ["rocm/aorta:1", "sleep", "100"]
+    assert "--privileged" in F["docker_run_argv"](
+        {"name": "n", "image": "i", "mount_source": "/a", "mount_target": "/m", "privileged": True}
+    )
+    no_limits = F["docker_run_argv"](
+        {"name": "n", "image": "i", "mount_source": "/a", "mount_target": "/m", "ulimits": []}
+    )
+    assert "--ulimit" not in no_limits
+
+
+@pytest.mark.parametrize("spec,words", [({"name": "n"}, "image is required"),
+                                        ({"name": "n", "image": "i", "mount_source": "/a", "mount_target": "/m",
+                                          "group_ids": ["render"]}, "not numeric")])  # fmt: skip
+def test_docker_run_argv_errors(spec, words):
+    with pytest.raises(AnsibleFilterError, match=words):
+        F["docker_run_argv"](spec)
+
+
+def test_group_ids_are_numeric_and_skip_missing_groups():
+    out = "video:x:44:\nrender:x:109:me\n"
+    assert F["group_ids"](out) == ["44", "109"]
+    assert F["group_ids"]("video:x:44:\n") == ["44"]
+    assert F["group_ids"]("") == []
+
+
+def test_base_env_matches_cvs_and_lets_the_user_win():
+    env = F["base_env"](
+        {"NCCL_MAX_NCHANNELS": 112, "NCCL_DEBUG": "VERSION"},
+        "/mnt/rccl",
+        {"NCCL_DEBUG": "INFO", "GLOO_SOCKET_IFNAME": "ib0"},
+        {"GLOO_SOCKET_IFNAME": "eth1", "NCCL_SOCKET_IFNAME": "eth1"},
+    )
+    assert env["TENSILE_STREAMK_MAX_CUS"] == 144
+    assert env["LD_LIBRARY_PATH"].startswith("/mnt/rccl/build/release/:/opt/rocm/lib")
+    assert env["LD_LIBRARY_PATH"].endswith(":$LD_LIBRARY_PATH")
+    assert env["rccl_path"] == "/mnt/rccl"
+    assert env["NCCL_DEBUG"] == "INFO"
+    assert env["GLOO_SOCKET_IFNAME"] == "ib0"
+    assert env["NCCL_SOCKET_IFNAME"] == "eth1"
+    with pytest.raises(AnsibleFilterError, match="NCCL_MAX_NCHANNELS"):
+        F["base_env"]({"NCCL_MAX_NCHANNELS": "many"}, "")
+
+
+def test_node_line():
+    line = F["node_line"]({"rank": 1, "name": "n1", "state": "ok", "exit_code": 0, "vpc_ip": "10.0.0.2",
+                           "fabric_if": "eth1", "log": "/r/logs/n1.log"})  # fmt: skip
+    assert "n1" in line and "ok" in line and "fabric 10.0.0.2 on eth1" in line and line.endswith("/r/logs/n1.log")

@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# make demo: the whole pipeline on a local stand-in cluster, no GPU needed.
+# Stand-in up -> aorta_multinode.yml -> where the results are -> stand-in down (always).
+set -uo pipefail
+cd "$(dirname "$0")/.."
+nodes=${N:-2}
+bin=.venv/bin
+trap 'echo; echo "== stand-in down"; python3 tests/standin/standin.py down' EXIT
+
+echo "== stand-in cluster: $nodes Docker-in-Docker nodes over SSH (a STAND-IN for GPU nodes)"
+"$bin/python" tests/standin/standin.py up --nodes "$nodes" || exit 1
+
+echo "== ansible-playbook aorta_multinode.yml -i build/standin/cluster.json -e @build/standin/vars.yml"
+"$bin/ansible-playbook" aorta_multinode.yml -i build/standin/cluster.json -e @build/standin/vars.yml
+rc=$?
+
+latest=$(ls -td build/results/*/ 2>/dev/null | head -n1)
+echo
+echo "== results: ${latest:-none}"
+if [[ -n $latest ]]; then
+  echo "   run status:      ${latest}run.json ($("$bin/python" -c 'import json,sys; print(json.load(open(sys.argv[1]))["status"])' "${latest}run.json"))"
+  echo "   node logs:       ${latest}logs/"
+  [[ -d ${latest}combined_traces ]] && echo "   combined traces: ${latest}combined_traces/ (manifest.json)"
+  [[ -f ${latest}aorta_benchmark_report.json ]] && echo "   report:          ${latest}aorta_benchmark_report.json, ${latest}report.html"
+fi
+exit $rc
