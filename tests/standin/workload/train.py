@@ -13,7 +13,7 @@ Writes, under training.output_dir (relative to the working directory):
 SIGTERM/SIGINT stop it after the current step; the trace is still exported.
 Fault knobs (overrides), for reliability tests:
   standin.hang_rank=R     rank R blocks forever inside a collective
-  standin.fail_rank=R     rank R exits 1 after its first step
+  standin.fail_rank=R     rank R exits 1 after step standin.fail_step (default 1), before exporting its trace
   standin.slow_rank=R, standin.slow_factor=F   rank R computes F times longer (a straggler)
   standin.echo_overrides=true   log every override value exactly as received
 """
@@ -178,7 +178,8 @@ def main(argv=None) -> int:
                     )
                     + "\n"
                 )
-            if standin.get("fail_rank") is not None and int(standin["fail_rank"]) == rank:
+            fail_step = int(standin.get("fail_step", 1))
+            if standin.get("fail_rank") is not None and int(standin["fail_rank"]) == rank and step >= fail_step:
                 log.error("stand-in fault: rank %d exits 1", rank)
                 return 1
     name = f"{stem}{ext}" if active == 1 and repeat == 1 else f"{stem}_step{profiler.step_num}{ext}"
