@@ -8,32 +8,12 @@ from __future__ import annotations
 
 import json
 import subprocess
-import time
-import uuid
 
 import pytest
 
 pytestmark = pytest.mark.standin
 
 NASTY = "$(touch pwned) `touch pwned2`; touch pwned3 'q' \"dq\""
-
-
-def run_playbook(cluster, tmp_path, **extra):
-    results = tmp_path / f"results-{uuid.uuid4().hex[:6]}"
-    extra_vars = {"aorta_results_dir": str(results), **extra}
-    started = time.monotonic()
-    proc = cluster.playbook("-e", json.dumps(extra_vars))
-    elapsed = time.monotonic() - started
-    run = json.loads((results / "run.json").read_text()) if (results / "run.json").exists() else None
-    return proc, run, results, elapsed
-
-
-def containers_left(cluster):
-    return [
-        line
-        for i in range(len(cluster.nodes))
-        for line in cluster.node_exec(i, "docker", "ps", "-a", "--filter", "label=aorta.cluster.run", "-q").split()
-    ]
 
 
 def node_traces(cluster, run_id):
@@ -47,8 +27,7 @@ def node_traces(cluster, run_id):
 
 def test_happy_path_completes_on_the_fabric_and_leaves_nothing(standin_cluster, tmp_path):
     nodes = standin_cluster.nodes
-    proc, run, results, _elapsed = run_playbook(
-        standin_cluster,
+    proc, run, results, _elapsed = standin_cluster.run(
         tmp_path,
         aorta_training_overrides={"standin.echo_overrides": True, "standin.note": NASTY},
     )
@@ -75,14 +54,14 @@ def test_happy_path_completes_on_the_fabric_and_leaves_nothing(standin_cluster, 
     assert json.dumps(f"standin.note={NASTY}") in head_log
     for i in range(len(nodes)):
         assert standin_cluster.node_exec(i, "find", "/root", "/tmp", "-name", "pwned*").strip() == ""
-    assert containers_left(standin_cluster) == []
+    assert standin_cluster.containers_left() == []
 
 
 def test_failing_rank_fails_the_run_naming_its_node_and_keeps_every_log(standin_cluster, tmp_path):
     last = standin_cluster.nodes[-1]["mgmt_ip"]
     failing_rank = 2 * len(standin_cluster.nodes) - 1
-    proc, run, results, _elapsed = run_playbook(
-        standin_cluster, tmp_path, aorta_training_overrides={"standin.fail_rank": failing_rank}
+    proc, run, results, _elapsed = standin_cluster.run(
+        tmp_path, aorta_training_overrides={"standin.fail_rank": failing_rank}
     )
     assert proc.returncode != 0
     assert run["status"] == "FAILED"
@@ -90,15 +69,14 @@ def test_failing_rank_fails_the_run_naming_its_node_and_keeps_every_log(standin_
     assert last in run["message"] and f"rank {failing_rank} exit 1" in run["message"]
     for node in standin_cluster.nodes:
         assert (results / "logs" / f"{node['mgmt_ip']}.log").stat().st_size > 0
-    assert containers_left(standin_cluster) == []
+    assert standin_cluster.containers_left() == []
 
 
 def test_hanging_rank_times_out_naming_its_node_and_leaves_nothing_running(standin_cluster, tmp_path):
     timeout, grace = 60, 10
     last = standin_cluster.nodes[-1]["mgmt_ip"]
     hang_rank = 2 * len(standin_cluster.nodes) - 1
-    proc, run, _results, elapsed = run_playbook(
-        standin_cluster,
+    proc, run, _results, elapsed = standin_cluster.run(
         tmp_path,
         aorta_training_overrides={"standin.hang_rank": hang_rank},
         aorta_timeout_seconds=timeout,
@@ -110,7 +88,7 @@ def test_hanging_rank_times_out_naming_its_node_and_leaves_nothing_running(stand
     assert f"rank {hang_rank} stuck" in run["message"]
     # The whole play, setup included, stays within the bound.
     assert elapsed < timeout + grace + 30 + 30, elapsed
-    assert containers_left(standin_cluster) == []
+    assert standin_cluster.containers_left() == []
     for i in range(len(standin_cluster.nodes)):
         assert "torchrun" not in standin_cluster.node_exec(i, "ps", "-eo", "args")
 
@@ -119,7 +97,7 @@ def test_unreachable_node_stops_the_run_before_anything_is_launched(standin_clus
     victim = standin_cluster.nodes[-1]
     subprocess.run(["docker", "pause", victim["container"]], check=True)
     try:
-        proc, run, _results, _elapsed = run_playbook(standin_cluster, tmp_path, aorta_connect_timeout=10)
+        proc, run, _results, _elapsed = standin_cluster.run(tmp_path, aorta_connect_timeout=10)
     finally:
         subprocess.run(["docker", "unpause", victim["container"]], check=True)
     assert proc.returncode != 0
@@ -127,4 +105,16 @@ def test_unreachable_node_stops_the_run_before_anything_is_launched(standin_clus
     assert victim["mgmt_ip"] in run["message"]
     assert "Reach every node over SSH" in run["message"]
     assert "Launch on every node at once" not in proc.stdout
-    assert containers_left(standin_cluster) == []
+    assert standin_cluster.containers_left() == []
+
+
+def test_check_mode_shows_each_nodes_commands_and_launches_nothing(standin_cluster, tmp_path):
+    proc = standin_cluster.playbook("--check", "-e", f"aorta_results_dir={tmp_path / 'check'}")
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    for rank, node in enumerate(standin_cluster.nodes):
+        assert f"{node['mgmt_ip']}: docker run -d --name aorta-benchmark-" in proc.stdout
+        assert f"--node_rank={rank}" in proc.stdout
+    assert proc.stdout.count('"GLOO_SOCKET_IFNAME": "eth1"') == len(standin_cluster.nodes)
+    assert "--master_addr=" + standin_cluster.nodes[0]["vpc_ip"] in proc.stdout
+    assert standin_cluster.containers_left() == []
+    assert not (tmp_path / "check" / "run.json").exists()

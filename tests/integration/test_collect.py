@@ -1,0 +1,96 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""Trace collection on the stand-in cluster: verified, never mixed with earlier runs, salvaged."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import uuid
+
+import pytest
+
+pytestmark = pytest.mark.standin
+
+OLD_TRACE = json.dumps({"distributedInfo": {"rank": 99, "world_size": 100}, "traceEvents": []})
+
+
+def plant(cluster, index, path, content, days_old):
+    cluster.node_exec(index, "mkdir", "-p", path.rsplit("/", 1)[0])
+    cluster.node_exec(index, "sh", "-c", 'printf %s "$1" > "$2"', "plant", content, path)
+    if days_old:
+        cluster.node_exec(index, "touch", "-d", f"{days_old} days ago", path)
+
+
+def test_completed_run_is_collected_once_verified_and_alone_then_survives_an_unreachable_node(
+    standin_cluster, tmp_path
+):
+    nodes = standin_cluster.nodes
+    run_id = f"collect-{uuid.uuid4().hex[:6]}"
+    for i in range(len(nodes)):
+        # An earlier run's trace in this run's own directory (older than the start floor) and a
+        # fresh trace of another run elsewhere under aorta_path: neither may be collected.
+        plant(standin_cluster, i, f"/root/aorta/aorta_runs/{run_id}/torch_profiler/rank99/old.json", OLD_TRACE, 2)
+        plant(standin_cluster, i, "/root/aorta/artifacts/other/torch_profiler/rank98/trace.json", OLD_TRACE, 0)
+    proc, run, results, _elapsed = standin_cluster.run(tmp_path, aorta_run_id=run_id)
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    manifest = json.loads((results / "combined_traces" / "manifest.json").read_text())
+    world = 2 * len(nodes)
+    assert manifest["found_ranks"] == list(range(world))
+    assert manifest["missing_ranks"] == [] and manifest["ranks_in_several_files"] == {}
+    assert run["combined_traces"]["missing_ranks"] == []
+    listed = []
+    for entry in manifest["nodes"]:
+        node_index = entry["rank"]
+        assert entry["collected"] and entry["state"] == "ok"
+        assert entry["vpc_ip"] == nodes[node_index]["vpc_ip"] and entry["mgmt_ip"] == nodes[node_index]["mgmt_ip"]
+        for item in entry["files"]:
+            listed.append(item["path"])
+            original = f"/root/aorta/aorta_runs/{run_id}/{item['path']}"
+            node_sum = standin_cluster.node_exec(node_index, "sha256sum", original).split()[0]
+            local = results / "combined_traces" / f"node_{node_index}" / item["path"]
+            assert item["sha256"] == node_sum
+            assert subprocess.run(["sha256sum", str(local)], capture_output=True, text=True,
+                                  check=True).stdout.split()[0] == node_sum  # fmt: skip
+    assert not any("rank99" in p or "rank98" in p for p in listed)
+    assert not list((results / "combined_traces").rglob("old.json"))
+    assert not (results / ".staging").exists()
+
+    # The same run collected again while one node is unreachable: recorded as missing, the
+    # others complete.
+    victim = nodes[-1]
+    again = tmp_path / "again"
+    subprocess.run(["docker", "pause", victim["container"]], check=True)
+    try:
+        proc = standin_cluster._run(
+            "ansible-playbook", "playbooks/trace_collect.yml", "-i", str(standin_cluster.cluster_json),
+            "-e", f"@{standin_cluster.vars_yml}",
+            "-e", json.dumps({"aorta_run_id": run_id, "aorta_results_dir": str(again), "aorta_connect_timeout": 10,
+                              "aorta_collect_since": 0}),
+            timeout=300,
+        )  # fmt: skip
+    finally:
+        subprocess.run(["docker", "unpause", victim["container"]], check=True)
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    manifest = json.loads((again / "combined_traces" / "manifest.json").read_text())
+    assert manifest["unreachable_nodes"] == [victim["mgmt_ip"]]
+    assert manifest["nodes_not_collected"] == [victim["mgmt_ip"]]
+    assert manifest["missing_ranks"] == [world - 2, world - 1]
+    assert manifest["nodes"][0]["collected"]
+
+
+def test_failed_node_is_marked_and_the_others_traces_are_kept(standin_cluster, tmp_path):
+    nodes = standin_cluster.nodes
+    world = 2 * len(nodes)
+    failing = world - 1
+    proc, run, results, _elapsed = standin_cluster.run(
+        tmp_path, aorta_training_overrides={"standin.fail_rank": failing, "standin.fail_step": 6}
+    )
+    assert proc.returncode != 0
+    assert run["status"] == "FAILED"
+    assert run["first_failure"] == nodes[-1]["mgmt_ip"]
+    manifest = json.loads((results / "combined_traces" / "manifest.json").read_text())
+    assert manifest["missing_ranks"] == [failing]
+    assert manifest["found_ranks"] == list(range(world - 1))
+    last = manifest["nodes"][-1]
+    assert last["name"] == nodes[-1]["mgmt_ip"] and last["state"] == "failed"
+    assert run["combined_traces"]["missing_ranks"] == [failing]
