@@ -1,0 +1,370 @@
+# Copyright (c) aorta.cluster contributors
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""Per-trace metrics from a Kineto (torch.profiler) Chrome trace, TraceLens-compatible.
+
+Private to this collection. Standard library only, so the per-rank step can run on the nodes;
+uses msgspec typed decoding (only the fields needed, ``args`` left raw until a GPU or launch event
+needs them) when it is installed, which decodes faster than orjson builds a full object tree.
+
+``gpu_timeline`` follows TraceLens' definitions: GPU events are ``kernel``, ``gpu_memcpy`` and
+``gpu_memset``; by default only those a launch links to (a ``cuda_runtime``/``cuda_driver`` event
+with the same ``correlation``, an ``ac2g`` flow start with that id and its flow end at the GPU
+event's pid/tid); ``nccl`` in a kernel name means communication, memcpy is memcpy, every other
+kernel and memset is computation; times are lengths of interval unions.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import math
+import os
+import re
+import statistics
+
+try:  # optional, faster decoding
+    import msgspec
+except ImportError:  # pragma: no cover - exercised on nodes without msgspec
+    msgspec = None
+
+GPU_CATS = ("kernel", "gpu_memcpy", "gpu_memset")
+LAUNCH_CATS = ("cuda_runtime", "cuda_driver")
+TIMELINE_ROWS = (
+    "computation_time",
+    "exposed_comm_time",
+    "exposed_memcpy_time",
+    "busy_time",
+    "idle_time",
+    "total_time",
+    "total_comm_time",
+    "total_memcpy_time",
+)
+_STEP = re.compile(r"^ProfilerStep#(\d+)$")
+_CPU_COMM = re.compile(r"^(gloo:|c10d::|nccl:|record_param_comms$)")
+KERNEL_CATEGORIES = (
+    ("communication", re.compile(r"nccl|rccl|mscclkernel|cross_device_reduce", re.I)),
+    ("GEMM", re.compile(r"gemm|Cijk_|cutlass|matmul|_mm_|addmm|\bmm\b|bmm|hipblaslt|sgemm|wvSplitK", re.I)),
+    ("conv", re.compile(r"conv|winograd|implicit_gemm|miopen.*(fwd|bwd)|igemm", re.I)),
+    ("normalization", re.compile(r"norm|batch_norm|layer_norm|rms", re.I)),
+    ("reduce", re.compile(r"reduce|softmax|sum_|_sum|argmax|max_|mean", re.I)),
+    ("elementwise", re.compile(r"elementwise|vectorized|unrolled|pointwise|fill|copy|add|mul|relu|gelu|silu", re.I)),
+)
+
+
+class TraceFileError(Exception):
+    """One trace file cannot be analysed; the message names the file and says why."""
+
+
+if msgspec is not None:
+
+    class _Event(msgspec.Struct, omit_defaults=True):
+        ph: str = ""
+        cat: str = ""
+        name: str = ""
+        ts: float = 0.0
+        dur: float = 0.0
+        pid: object = None
+        tid: object = None
+        id: object = None
+        args: msgspec.Raw = msgspec.Raw(b"{}")
+
+    class _Trace(msgspec.Struct):
+        # Kineto's own key names.
+        traceEvents: list[_Event] = msgspec.field(default_factory=list)
+        distributedInfo: object = None
+        deviceProperties: object = None
+
+    _EVENTS_DECODER = msgspec.json.Decoder(_Trace)
+    _ARGS_DECODER = msgspec.json.Decoder(dict)
+
+
+def _read(path: str) -> bytes:
+    try:
+        if path.endswith(".gz"):
+            with gzip.open(path, "rb") as handle:
+                return handle.read()
+        with open(path, "rb") as handle:
+            return handle.read()
+    except (OSError, EOFError) as exc:
+        raise TraceFileError(f"{path}: cannot read ({exc})") from None
+
+
+class _Plain:
+    """An event decoded by the standard library, with the attribute names of the msgspec struct."""
+
+    __slots__ = ("args", "cat", "dur", "id", "name", "ph", "pid", "tid", "ts")
+
+    def __init__(self, raw: dict) -> None:
+        self.ph = raw.get("ph", "")
+        self.cat = raw.get("cat", "")
+        self.name = raw.get("name", "")
+        self.ts = raw.get("ts", 0.0)
+        self.dur = raw.get("dur", 0.0)
+        self.pid = raw.get("pid")
+        self.tid = raw.get("tid")
+        self.id = raw.get("id")
+        self.args = raw.get("args") or {}
+
+
+def load(path: str):
+    """Decode a trace: (events, distributedInfo, deviceProperties). Every failure names the file."""
+    data = _read(path)
+    if not data.strip():
+        raise TraceFileError(f"{path}: empty file")
+    if msgspec is not None:
+        try:
+            trace = _EVENTS_DECODER.decode(data)
+        except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+            raise TraceFileError(f"{path}: not a Kineto trace: {_short(exc)}") from None
+        return trace.traceEvents, trace.distributedInfo, trace.deviceProperties
+    try:
+        raw = json.loads(data)
+    except (ValueError, RecursionError) as exc:
+        raise TraceFileError(f"{path}: not a Kineto trace: {_short(exc)}") from None
+    if not isinstance(raw, dict) or not isinstance(raw.get("traceEvents", []), list):
+        raise TraceFileError(f"{path}: not a Kineto trace: no traceEvents array")
+    events = [_Plain(e) for e in raw.get("traceEvents", []) if isinstance(e, dict)]
+    return events, raw.get("distributedInfo"), raw.get("deviceProperties")
+
+
+def _short(exc: Exception) -> str:
+    return str(exc).splitlines()[0][:200]
+
+
+def _args(event) -> dict:
+    args = event.args
+    if isinstance(args, dict):
+        return args
+    try:
+        decoded = _ARGS_DECODER.decode(args)
+    except (msgspec.DecodeError, msgspec.ValidationError):
+        return {}
+    event.args = decoded
+    return decoded
+
+
+def union(intervals) -> list:
+    """Merged, sorted (start, end) intervals."""
+    merged = []
+    for start, end in sorted(intervals):
+        if merged and start <= merged[-1][1]:
+            merged[-1][1] = max(merged[-1][1], end)
+        else:
+            merged.append([start, end])
+    return merged
+
+
+def length(intervals) -> float:
+    return sum(end - start for start, end in intervals)
+
+
+def subtract(a, b) -> list:
+    """Parts of the merged intervals ``a`` not covered by the merged intervals ``b``."""
+    out, j = [], 0
+    for start, end in a:
+        cur = start
+        while j < len(b) and b[j][1] <= cur:
+            j += 1
+        k = j
+        while k < len(b) and b[k][0] < end:
+            if b[k][0] > cur:
+                out.append([cur, b[k][0]])
+            cur = max(cur, b[k][1])
+            if cur >= end:
+                break
+            k += 1
+        if cur < end:
+            out.append([cur, end])
+    return out
+
+
+def intersect_length(a, b) -> float:
+    total, i, j = 0.0, 0, 0
+    while i < len(a) and j < len(b):
+        lo, hi = max(a[i][0], b[j][0]), min(a[i][1], b[j][1])
+        if hi > lo:
+            total += hi - lo
+        if a[i][1] < b[j][1]:
+            i += 1
+        else:
+            j += 1
+    return total
+
+
+def _clip(intervals, window) -> list:
+    """Parts of merged ``intervals`` inside merged ``window``."""
+    return subtract(intervals, subtract(union(intervals), window)) if window else intervals
+
+
+def kernel_category(name: str) -> str:
+    for category, pattern in KERNEL_CATEGORIES:
+        if pattern.search(name):
+            return category
+    return "other"
+
+
+def _stats(values) -> dict:
+    if not values:
+        return {"count": 0, "mean": None, "std": None, "min": None, "max": None}
+    return {
+        "count": len(values),
+        "mean": statistics.fmean(values),
+        "std": statistics.stdev(values) if len(values) > 1 else 0.0,
+        "min": min(values),
+        "max": max(values),
+    }
+
+
+def analyse(path: str, include_unlinked_kernels: bool = False) -> dict:
+    """Metrics of one trace file (times in milliseconds)."""
+    events, dist_info, _devices = load(path)
+    launch_corr, flow_start, flow_end, gpu = set(), set(), {}, []
+    steps, cpu_comm, cpu_ops = [], [], []
+    for event in events:
+        ph, cat = event.ph, event.cat
+        if ph == "X":
+            if cat in GPU_CATS:
+                gpu.append(event)
+            elif cat in LAUNCH_CATS:
+                corr = _args(event).get("correlation")
+                if corr is not None:
+                    launch_corr.add(corr)
+            elif cat in ("user_annotation", "cpu_op"):
+                name = event.name
+                if cat == "user_annotation" and _STEP.match(name):
+                    steps.append((event.ts, event.ts + event.dur))
+                elif _CPU_COMM.match(name):
+                    cpu_comm.append((event.ts, event.ts + event.dur))
+                else:  # aten ops and record_function ranges (forward, optimizer step, ...)
+                    cpu_ops.append((event.ts, event.ts + event.dur))
+        elif cat == "ac2g":
+            if ph == "s":
+                flow_start.add(event.id)
+            elif ph == "f":
+                flow_end[event.id] = (event.pid, event.tid)
+
+    comp, comm, memcpy, categories, collectives = [], [], [], {}, {}
+    for event in gpu:
+        if not include_unlinked_kernels:
+            corr = _args(event).get("correlation")
+            if corr not in launch_corr or corr not in flow_start or flow_end.get(corr) != (event.pid, event.tid):
+                continue
+        span = (event.ts, event.ts + event.dur)
+        if event.cat == "gpu_memcpy":
+            memcpy.append(span)
+            categories["memcpy"] = categories.get("memcpy", 0.0) + event.dur
+            continue
+        if event.cat == "kernel" and "nccl" in event.name.lower():
+            comm.append(span)
+            args = _args(event)
+            key = args.get("Collective name") or event.name.split("(")[0]
+            item = collectives.setdefault(key, {"count": 0, "time_ms": 0.0, "bytes": 0})
+            item["count"] += 1
+            item["time_ms"] += event.dur / 1000.0
+            nelems = args.get("In msg nelems")
+            if isinstance(nelems, int):
+                item["bytes"] += nelems * _dtype_size(args.get("dtype"))
+        else:
+            comp.append(span)
+        cat_name = "other" if event.cat == "gpu_memset" else kernel_category(event.name)
+        categories[cat_name] = categories.get(cat_name, 0.0) + event.dur
+
+    result = {
+        "file": path,
+        "rank": dist_info.get("rank") if isinstance(dist_info, dict) else None,
+        "world_size": dist_info.get("world_size") if isinstance(dist_info, dict) else None,
+        "gpu": bool(comp or comm or memcpy),
+        "gpu_timeline": None,
+        "kernel_time_by_category_ms": {k: v / 1000.0 for k, v in sorted(categories.items())},
+        "collectives": {k: dict(v, time_ms=round(v["time_ms"], 6)) for k, v in sorted(collectives.items())},
+    }
+    if result["gpu"]:
+        result["gpu_timeline"] = _gpu_timeline(comp, comm, memcpy)
+
+    step_durations = [(end - start) / 1000.0 for start, end in sorted(steps)]
+    result["iterations"] = _stats(step_durations)
+    result.update(_cpu_or_gpu_ratios(result, steps, cpu_comm, cpu_ops))
+    return result
+
+
+def _gpu_timeline(comp, comm, memcpy) -> dict:
+    comp_u, comm_u, memcpy_u = union(comp), union(comm), union(memcpy)
+    everything = union(comp_u + comm_u + memcpy_u)
+    start, end = everything[0][0], everything[-1][1]
+    busy = length(everything)
+    exposed_comm = length(subtract(comm_u, comp_u))
+    exposed_memcpy = length(subtract(memcpy_u, union(comp_u + comm_u)))
+    micro = {
+        "computation_time": length(comp_u),
+        "exposed_comm_time": exposed_comm,
+        "exposed_memcpy_time": exposed_memcpy,
+        "busy_time": busy,
+        "idle_time": (end - start) - busy,
+        "total_time": end - start,
+        "total_comm_time": length(comm_u),
+        "total_memcpy_time": length(memcpy_u),
+    }
+    return {row: micro[row] / 1000.0 for row in TIMELINE_ROWS}
+
+
+def _cpu_or_gpu_ratios(result, steps, cpu_comm, cpu_ops) -> dict:
+    """compute/communication/overlap for any trace; CPU intervals when there is no GPU activity."""
+    timeline = result["gpu_timeline"]
+    if timeline:
+        total, compute = timeline["total_time"], timeline["computation_time"]
+        comm, exposed = timeline["total_comm_time"], timeline["exposed_comm_time"]
+    else:
+        # No GPU: the profiled steps are the window; communication is gloo/c10d time inside it,
+        # computation the other CPU ops; exposed communication is the part no op overlaps.
+        window = union(steps) or union(cpu_ops + cpu_comm)
+        total = length(window) / 1000.0
+        comm_u = _clip(union(cpu_comm), window)
+        ops_u = _clip(union(cpu_ops), window)
+        compute = length(subtract(ops_u, comm_u)) / 1000.0
+        comm = length(comm_u) / 1000.0
+        exposed = max(comm - intersect_length(comm_u, ops_u) / 1000.0, 0.0) if comm else 0.0
+    iterations = max(result["iterations"]["count"], 1)
+    return {
+        "total_time_ms": total,
+        "compute_time_ms": compute,
+        "comm_time_ms": comm,
+        "exposed_comm_time_ms": exposed,
+        "compute_ratio": compute / total if total else 0.0,
+        "comm_ratio": comm / total if total else 0.0,
+        "overlap_ratio": (comm - exposed) / comm if comm else 0.0,
+        "compute_per_iteration_ms": compute / iterations,
+        "comm_wait_per_iteration_ms": exposed / iterations,
+    }
+
+
+def _dtype_size(dtype) -> int:
+    return {"Float": 4, "float": 4, "BFloat16": 2, "Half": 2, "Double": 8, "Int": 4, "Long": 8, "Byte": 1,
+            "Char": 1, "Bool": 1}.get(str(dtype), 0)  # fmt: skip
+
+
+def safe_analyse(path: str, include_unlinked_kernels: bool = False) -> dict:
+    """``analyse`` that turns any failure into ``{"file": path, "error": ...}``, so one bad file
+    never stops the others."""
+    try:
+        return analyse(path, include_unlinked_kernels)
+    except TraceFileError as exc:
+        return {"file": path, "error": str(exc)}
+    except (ValueError, TypeError, KeyError, OverflowError, AttributeError, RecursionError, MemoryError) as exc:
+        return {"file": path, "error": f"{path}: cannot analyse: {type(exc).__name__}: {_short(exc)}"}
+
+
+def find_traces(root: str) -> list:
+    """Trace files under ``root`` (``*.json``, ``*.json.gz``, ``*.pt.trace.json``), sorted; not the manifest."""
+    found = []
+    for dirpath, dirnames, filenames in os.walk(root):
+        dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
+        for name in filenames:
+            if name == "manifest.json" or not name.endswith((".json", ".json.gz")):
+                continue
+            found.append(os.path.join(dirpath, name))
+    return sorted(found)
+
+
+def is_finite(value) -> bool:
+    return isinstance(value, (int, float)) and math.isfinite(value)

@@ -1,0 +1,368 @@
+# Copyright (c) aorta.cluster contributors
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""Cross-rank report: CVS-compatible aorta_benchmark_report.json, stragglers, thresholds, CSV, HTML.
+
+Private to this collection. Standard library only, except the plots (matplotlib, when installed).
+"""
+
+from __future__ import annotations
+
+import base64
+import csv
+import io
+import json
+import os
+import re
+import statistics
+from concurrent.futures import ProcessPoolExecutor
+
+from ansible_collections.aorta.cluster.plugins.module_utils._analysis import TIMELINE_ROWS, find_traces, safe_analyse
+
+THRESHOLDS = ("max_avg_iteration_ms", "min_compute_ratio", "min_overlap_ratio", "max_time_variance_ratio")
+_NODE_DIR = re.compile(r"(?:^|/)(node_\d+)/")
+
+
+class ReportError(Exception):
+    """Bad input to the report (unknown threshold, no such directory); the message names it."""
+
+
+def analyse_all(paths, include_unlinked_kernels=False, max_workers=None) -> list:
+    """Per-file summaries, in a bounded process pool (files are independent; decoding is CPU-bound)."""
+    workers = max(1, min(max_workers or os.cpu_count() or 1, len(paths) or 1))
+    if workers == 1:
+        return [safe_analyse(p, include_unlinked_kernels) for p in paths]
+    with ProcessPoolExecutor(max_workers=workers) as pool:
+        return list(pool.map(safe_analyse, paths, [include_unlinked_kernels] * len(paths)))
+
+
+def _node_names(traces_dir: str) -> dict:
+    """``node_<rank>`` directory -> inventory name, from a combined_traces manifest when there is one."""
+    try:
+        with open(os.path.join(traces_dir, "manifest.json")) as handle:
+            manifest = json.load(handle)
+    except (OSError, ValueError):
+        return {}
+    return {f"node_{n['rank']}": n["name"] for n in manifest.get("nodes", []) if "rank" in n and "name" in n}
+
+
+def _node_of(path: str, traces_dir: str, names: dict) -> str:
+    rel = os.path.relpath(path, traces_dir)
+    match = _NODE_DIR.search("/" + rel)
+    if match:
+        return names.get(match.group(1), match.group(1))
+    return os.path.dirname(rel) or "."
+
+
+def _mean(values):
+    values = [v for v in values if v is not None]
+    return statistics.fmean(values) if values else None
+
+
+def stragglers(ranks: list, threshold: float) -> tuple:
+    """Ranks whose compute per iteration exceeds the median by more than ``threshold``, worst first,
+    and nodes that are slow as a whole.
+
+    In synchronous training every rank shows the same iteration time (the others wait in the
+    collective), so the straggler is told by its larger compute and smaller communication wait.
+    """
+    timed = [r for r in ranks if r.get("compute_per_iteration_ms") is not None]
+    if len(timed) < 2:
+        return [], []
+    median = statistics.median(r["compute_per_iteration_ms"] for r in timed)
+    wait_median = statistics.median(r["comm_wait_per_iteration_ms"] for r in timed)
+    slow = []
+    for r in timed:
+        excess = (r["compute_per_iteration_ms"] - median) / median if median > 0 else 0.0
+        if excess > threshold:
+            slow.append({
+                "rank": r["rank"], "node": r["node"], "compute_per_iteration_ms": r["compute_per_iteration_ms"],
+                "median_compute_per_iteration_ms": median, "excess_ratio": excess,
+                "comm_wait_per_iteration_ms": r["comm_wait_per_iteration_ms"],
+                "median_comm_wait_per_iteration_ms": wait_median,
+            })  # fmt: skip
+    slow.sort(key=lambda s: -s["excess_ratio"])
+    by_node = {}
+    for r in timed:
+        by_node.setdefault(r["node"], []).append(r)
+    slow_ranks = {s["rank"] for s in slow}
+    slow_nodes = []
+    if len(by_node) > 1:
+        node_medians = {n: statistics.median(x["compute_per_iteration_ms"] for x in rs) for n, rs in by_node.items()}
+        overall = statistics.median(node_medians.values())
+        for node, ranks_of_node in sorted(by_node.items()):
+            if all(x["rank"] in slow_ranks for x in ranks_of_node) and overall > 0:
+                slow_nodes.append({"node": node, "ranks": sorted(x["rank"] for x in ranks_of_node),
+                                   "excess_ratio": (node_medians[node] - overall) / overall})  # fmt: skip
+    return slow, slow_nodes
+
+
+def check_thresholds(performance: dict, expected: dict) -> list:
+    """CVS's expected_results, each with pass/fail and the reason."""
+    unknown = sorted(set(expected) - set(THRESHOLDS))
+    if unknown:
+        raise ReportError(
+            f"aorta_expected_results: unknown threshold {', '.join(unknown)}; known: {', '.join(THRESHOLDS)}"
+        )
+    checks = []
+    avg_ms = performance.get("avg_iteration_time_ms")
+    values = {
+        "max_avg_iteration_ms": avg_ms,
+        "min_compute_ratio": performance.get("avg_compute_ratio"),
+        "min_overlap_ratio": performance.get("avg_overlap_ratio"),
+        "max_time_variance_ratio": (performance["std_iteration_time_us"] / (avg_ms * 1000.0))
+        if avg_ms and performance.get("std_iteration_time_us") is not None
+        else None,
+    }
+    for name in THRESHOLDS:
+        limit = expected.get(name)
+        if limit is None:
+            continue
+        value = values[name]
+        if value is None:
+            checks.append({"name": name, "threshold": limit, "value": None, "passed": False,
+                           "reason": f"{name}: no value could be measured"})  # fmt: skip
+            continue
+        passed = value <= limit if name.startswith("max_") else value >= limit
+        relation = ("exceeds" if name.startswith("max_") else "is below") if not passed else "within"
+        checks.append({"name": name, "threshold": limit, "value": value, "passed": passed,
+                       "reason": f"{name}: measured {value:.6g} {relation} threshold {limit}"})  # fmt: skip
+    return checks
+
+
+def build_report(traces_dir: str, *, include_unlinked_kernels=False, expected_results=None, gpus_per_node=None,
+                 configuration=None, straggler_threshold=0.10, max_workers=None, summaries=None,
+                 expected_ranks=None, duration_seconds=None) -> dict:  # fmt: skip
+    """The whole report for a directory of traces (a combined_traces tree or any folder)."""
+    if not os.path.isdir(traces_dir):
+        raise ReportError(f"aorta_traces_dir: {traces_dir} is not a directory")
+    names = _node_names(traces_dir)
+    if summaries is None:
+        summaries = analyse_all(find_traces(traces_dir), include_unlinked_kernels, max_workers)
+    errors = [{"file": s["file"], "error": s["error"]} for s in summaries if "error" in s]
+    ranks, seen, duplicates, unranked = [], set(), [], []
+    for s in sorted(
+        (s for s in summaries if "error" not in s), key=lambda s: (s["rank"] is None, s["rank"], s["file"])
+    ):
+        if s["rank"] is None:
+            # A single-process trace has no distributedInfo: analysed, but not guessed into a rank.
+            unranked.append(_rank_row(s, _node_of(s["file"], traces_dir, names), traces_dir))
+            continue
+        if s["rank"] in seen:
+            duplicates.append(s["file"])
+            continue
+        seen.add(s["rank"])
+        ranks.append(_rank_row(s, _node_of(s["file"], traces_dir, names), traces_dir))
+    world = expected_ranks or max([s.get("world_size") or 0 for s in summaries if "error" not in s] + [0])
+    missing = [r for r in range(world) if r not in seen]
+    nodes = sorted({r["node"] for r in ranks})
+    iteration_means = [r["iteration_time_ms"] for r in ranks if r["iteration_time_ms"] is not None]
+    performance = {
+        "avg_iteration_time_ms": _mean(iteration_means),
+        "std_iteration_time_us": (statistics.stdev(iteration_means) * 1000.0 if len(iteration_means) > 1 else 0.0)
+        if iteration_means
+        else None,
+        "avg_compute_ratio": _mean([r["compute_ratio"] for r in ranks]),
+        "avg_comm_ratio": _mean([r["comm_ratio"] for r in ranks]),
+        "avg_overlap_ratio": _mean([r["overlap_ratio"] for r in ranks]),
+    }
+    slow, slow_nodes = stragglers(ranks, straggler_threshold)
+    checks = check_thresholds(performance, expected_results or {})
+    per_node = max(1, len(ranks) // max(len(nodes), 1))
+    gpn = gpus_per_node or per_node
+    status = "completed" if ranks and not missing and not errors else ("partial" if ranks else "failed")
+    return {
+        "status": status,
+        "duration_seconds": duration_seconds,
+        "cluster": {"nodes": len(nodes), "gpus_per_node": gpn, "total_gpus": len(nodes) * gpn},
+        "configuration": dict(configuration or {}),
+        "performance": performance,
+        "validation": {"passed": all(c["passed"] for c in checks), "checks": checks},
+        "per_rank_summary": ranks,
+        "unranked_traces": unranked,
+        "stragglers": slow,
+        "slow_nodes": slow_nodes,
+        "missing_ranks": missing,
+        "duplicate_rank_files": duplicates,
+        "errors": errors,
+        "counting": "include_unlinked_kernels" if include_unlinked_kernels else "linked_kernels (TraceLens default)",
+    }
+
+
+def _rank_row(s: dict, node: str, traces_dir: str) -> dict:
+    return {
+        "rank": s["rank"],
+        "node": node,
+        "file": os.path.relpath(s["file"], traces_dir),
+        "gpu": s["gpu"],
+        "total_time_us": s["total_time_ms"] * 1000.0,
+        "iteration_time_ms": s["iterations"]["mean"],
+        "iterations": s["iterations"],
+        "compute_ratio": s["compute_ratio"],
+        "comm_ratio": s["comm_ratio"],
+        "overlap_ratio": s["overlap_ratio"],
+        "compute_per_iteration_ms": s["compute_per_iteration_ms"] if s["iterations"]["count"] else None,
+        "comm_wait_per_iteration_ms": s["comm_wait_per_iteration_ms"] if s["iterations"]["count"] else None,
+        "comm_time_ms": s["comm_time_ms"],
+        "exposed_comm_time_ms": s["exposed_comm_time_ms"],
+        "gpu_timeline": s["gpu_timeline"] or {row: None for row in TIMELINE_ROWS},
+        "kernel_time_by_category_ms": s["kernel_time_by_category_ms"],
+        "collectives": s["collectives"],
+    }
+
+
+CSV_COLUMNS = ("rank", "node", "file", "iteration_time_ms", "compute_ratio", "comm_ratio", "overlap_ratio",
+               "compute_per_iteration_ms", "comm_wait_per_iteration_ms", "total_time_us")  # fmt: skip
+
+
+def write_outputs(report: dict, out_dir: str) -> dict:
+    """aorta_benchmark_report.json, per_rank.csv and report.html (with PNG plots when matplotlib is here)."""
+    os.makedirs(out_dir, exist_ok=True)
+    paths = {
+        "report": os.path.join(out_dir, "aorta_benchmark_report.json"),
+        "csv": os.path.join(out_dir, "per_rank.csv"),
+        "html": os.path.join(out_dir, "report.html"),
+    }
+    _atomic_write(paths["report"], json.dumps(report, indent=2, sort_keys=False) + "\n")
+    buffer = io.StringIO()
+    writer = csv.writer(buffer)
+    writer.writerow([*CSV_COLUMNS, *(f"gpu_{row}_ms" for row in TIMELINE_ROWS)])
+    for r in report["per_rank_summary"]:
+        writer.writerow([r[c] for c in CSV_COLUMNS] + [r["gpu_timeline"][row] for row in TIMELINE_ROWS])
+    _atomic_write(paths["csv"], buffer.getvalue())
+    _atomic_write(paths["html"], render_html(report))
+    return paths
+
+
+def _atomic_write(path: str, text: str) -> None:
+    tmp = path + ".tmp"
+    with open(tmp, "w") as handle:
+        handle.write(text)
+    os.replace(tmp, path)
+
+
+def _plots(report: dict) -> list:
+    try:
+        import matplotlib  # noqa: PLC0415 - optional, controller only
+
+        matplotlib.use("Agg")
+        from matplotlib import pyplot as plt  # noqa: PLC0415
+    except ImportError:
+        return []
+    ranks = report["per_rank_summary"]
+    if not ranks:
+        return []
+    slow = {s["rank"] for s in report["stragglers"]}
+    labels = [str(r["rank"]) for r in ranks]
+    figures = []
+
+    fig, ax = plt.subplots(figsize=(max(6, len(ranks) * 0.5), 3.6))
+    compute = [r["compute_per_iteration_ms"] or 0 for r in ranks]
+    wait = [r["comm_wait_per_iteration_ms"] or 0 for r in ranks]
+    iteration = [r["iteration_time_ms"] or 0 for r in ranks]
+    other = [max(i - c - w, 0) for i, c, w in zip(iteration, compute, wait)]
+    ax.bar(labels, compute, label="compute", color="#3b7dd8")
+    ax.bar(labels, wait, bottom=compute, label="exposed communication", color="#e8a33d")
+    ax.bar(labels, other, bottom=[c + w for c, w in zip(compute, wait)], label="other / idle", color="#c8c8c8")
+    ax.set_xlabel("global rank")
+    ax.set_ylabel("ms per iteration")
+    ax.set_title("Per-rank time breakdown (per iteration)")
+    ax.legend(fontsize=8)
+    figures.append(("Per-rank time breakdown", fig))
+
+    fig, ax = plt.subplots(figsize=(max(6, len(ranks) * 0.5), 3.6))
+    colors = ["#d62728" if r["rank"] in slow else "#3b7dd8" for r in ranks]
+    ax.bar(labels, iteration, color=colors)
+    ax.set_xlabel("global rank (red: suspected straggler)")
+    ax.set_ylabel("mean iteration time (ms)")
+    ax.set_title("Iteration time per rank")
+    figures.append(("Iteration time per rank, stragglers marked", fig))
+
+    nodes = sorted({r["node"] for r in ranks})
+    fig, ax = plt.subplots(figsize=(max(6, len(nodes) * 1.2), 3.6))
+    node_compute = [
+        statistics.fmean([r["compute_per_iteration_ms"] or 0 for r in ranks if r["node"] == n]) for n in nodes
+    ]
+    node_wait = [
+        statistics.fmean([r["comm_wait_per_iteration_ms"] or 0 for r in ranks if r["node"] == n]) for n in nodes
+    ]
+    positions = range(len(nodes))
+    ax.bar([p - 0.2 for p in positions], node_compute, width=0.4, label="compute", color="#3b7dd8")
+    ax.bar([p + 0.2 for p in positions], node_wait, width=0.4, label="exposed communication", color="#e8a33d")
+    ax.set_xticks(list(positions))
+    ax.set_xticklabels(nodes, rotation=20, ha="right", fontsize=8)
+    ax.set_ylabel("ms per iteration (mean of the node's ranks)")
+    ax.set_title("Per-node view")
+    ax.legend(fontsize=8)
+    figures.append(("Per-node view", fig))
+
+    images = []
+    for title, fig in figures:
+        fig.tight_layout()
+        buffer = io.BytesIO()
+        fig.savefig(buffer, format="png", dpi=110)
+        plt.close(fig)
+        images.append((title, base64.b64encode(buffer.getvalue()).decode()))
+    return images
+
+
+def _esc(value) -> str:
+    return str(value).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace('"', "&quot;")
+
+
+def _fmt(value, digits=3) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, float):
+        return f"{value:.{digits}f}"
+    return _esc(value)
+
+
+def render_html(report: dict) -> str:
+    perf = report["performance"]
+    parts = [
+        "<!doctype html><html><head><meta charset='utf-8'><title>Aorta benchmark report</title><style>"
+        "body{font-family:sans-serif;margin:2em;color:#222}table{border-collapse:collapse;margin:1em 0}"
+        "td,th{border:1px solid #ccc;padding:4px 8px;text-align:right}th{background:#f0f0f0}"
+        ".bad{color:#b00020;font-weight:bold}.ok{color:#1b7f3b}img{max-width:100%}</style></head><body>",
+        f"<h1>Aorta benchmark report</h1><p>Status: <b>{_esc(report['status'])}</b> &middot; "
+        f"{report['cluster']['nodes']} nodes &middot; {len(report['per_rank_summary'])} ranks analysed &middot; "
+        f"counting: {_esc(report['counting'])}</p>",
+        "<h2>Headline</h2><table><tr><th>avg iteration (ms)</th><th>std iteration (us)</th><th>compute ratio</th>"
+        "<th>comm ratio</th><th>overlap ratio</th></tr><tr>"
+        + "".join(f"<td>{_fmt(perf[k])}</td>" for k in ("avg_iteration_time_ms", "std_iteration_time_us",
+                                                       "avg_compute_ratio", "avg_comm_ratio", "avg_overlap_ratio"))
+        + "</tr></table>",
+    ]  # fmt: skip
+    if report["validation"]["checks"]:
+        parts.append("<h2>Thresholds</h2><ul>")
+        for check in report["validation"]["checks"]:
+            css = "ok" if check["passed"] else "bad"
+            parts.append(f"<li class='{css}'>{'PASS' if check['passed'] else 'FAIL'}: {_esc(check['reason'])}</li>")
+        parts.append("</ul>")
+    parts.append("<h2>Stragglers</h2>")
+    if report["stragglers"]:
+        parts.append("<table><tr><th>rank</th><th>node</th><th>compute/iter (ms)</th><th>median</th><th>excess</th>"
+                     "<th>comm wait/iter (ms)</th></tr>")  # fmt: skip
+        for s in report["stragglers"]:
+            parts.append(
+                f"<tr><td>{s['rank']}</td><td>{_esc(s['node'])}</td><td>{_fmt(s['compute_per_iteration_ms'])}</td>"
+                f"<td>{_fmt(s['median_compute_per_iteration_ms'])}</td><td>{s['excess_ratio'] * 100:.0f}%</td>"
+                f"<td>{_fmt(s['comm_wait_per_iteration_ms'])}</td></tr>"
+            )
+        parts.append("</table>")
+        for node in report["slow_nodes"]:
+            parts.append(f"<p class='bad'>Node {_esc(node['node'])} is slow as a whole (ranks {node['ranks']}).</p>")
+    else:
+        parts.append("<p class='ok'>No rank computes notably slower than the median.</p>")
+    if report["missing_ranks"]:
+        parts.append(f"<p class='bad'>Missing ranks: {report['missing_ranks']}</p>")
+    for error in report["errors"]:
+        parts.append(f"<p class='bad'>{_esc(error['error'])}</p>")
+    for title, image in _plots(report):
+        parts.append(f"<h2>{_esc(title)}</h2><img alt='{_esc(title)}' src='data:image/png;base64,{image}'>")
+    parts.append("<h2>Per rank</h2><table><tr>" + "".join(f"<th>{c}</th>" for c in CSV_COLUMNS) + "</tr>")
+    for r in report["per_rank_summary"]:
+        parts.append("<tr>" + "".join(f"<td>{_fmt(r[c])}</td>" for c in CSV_COLUMNS) + "</tr>")
+    parts.append("</table></body></html>\n")
+    return "".join(parts)
