@@ -1,0 +1,197 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""Trace analysis against TraceLens' figures, on CPU-only traces, on bad files, and across ranks."""
+
+from __future__ import annotations
+
+import gzip
+import json
+from pathlib import Path
+
+import pytest
+
+from ansible_collections.aorta.cluster.plugins.module_utils import _analysis, _report
+
+ROWS = ("computation_time", "exposed_comm_time", "exposed_memcpy_time", "busy_time", "idle_time", "total_time",
+        "total_comm_time")  # fmt: skip
+# TraceLens gpu_timeline reference figures (ms), ../shared/fixtures/traces/README.md.
+LINKED = {
+    "mi300/qwen1.5-0.5b-chat.json.gz": (29.74317, 0, 0.00076, 29.74393, 3.38741, 33.13133, 0),
+    "mi300/resnet-act-checkpoint.json.gz": (19.23413, 35.28311, 1.58363, 56.10087, 0.41673, 56.51760, 47.20031),
+    "mi350x/aorta-sample.pt.trace.json.gz": (0.25948, 0, 0, 0.25948, 0.50104, 0.76052, 0),
+}
+UNLINKED = {
+    "mi300/qwen1.5-0.5b-chat.json.gz": (43.06203, 0, 0.00076, 43.06279, 4.02301, 47.08580, 0),
+    "mi300/resnet-act-checkpoint.json.gz": (26.17500, 55.37122, 2.45585, 84.00207, 2.56564, 86.56771, 71.51652),
+    "mi350x/aorta-sample.pt.trace.json.gz": (0.26544, 0, 0, 0.26544, 0.49508, 0.76052, 0),
+}
+
+
+def close(got, want):
+    return abs(got - want) <= max(abs(want) * 1e-3, 1e-5)  # within 0.1% (absolute floor for zeros)
+
+
+@pytest.mark.parametrize("unlinked,table", [(False, LINKED), (True, UNLINKED)], ids=["tracelens-default", "unlinked"])
+@pytest.mark.parametrize("name", sorted(LINKED))
+def test_gpu_timeline_matches_tracelens(shared_dir, name, unlinked, table):
+    result = _analysis.analyse(str(shared_dir / "fixtures" / "traces" / name), include_unlinked_kernels=unlinked)
+    timeline = result["gpu_timeline"]
+    for row, want in zip(ROWS, table[name]):
+        assert close(timeline[row], want), f"{row}: {timeline[row]} vs TraceLens {want}"
+
+
+def test_kernel_categories_and_collectives_on_a_gpu_trace(shared_dir):
+    result = _analysis.analyse(str(shared_dir / "fixtures" / "traces" / "nccl" / "nccl-data.json.gz"))
+    assert result["rank"] == 0 and result["world_size"] == 2
+    assert set(result["collectives"]) >= {"allreduce", "broadcast"}
+    allreduce = result["collectives"]["allreduce"]
+    assert allreduce["count"] > 0 and allreduce["time_ms"] > 0 and allreduce["bytes"] > 0
+    categories = result["kernel_time_by_category_ms"]
+    assert categories["communication"] == pytest.approx(result["gpu_timeline"]["total_comm_time"], rel=0.5)
+    assert result["iterations"]["count"] > 0 and result["overlap_ratio"] >= 0
+
+
+def test_cpu_only_trace_gives_iteration_and_communication_metrics(shared_dir):
+    result = _analysis.analyse(str(shared_dir / "fixtures" / "traces" / "nccl" / "cpu-only-rank34.json.gz"))
+    assert result["gpu"] is False and result["gpu_timeline"] is None
+    assert result["rank"] == 34
+    assert result["iterations"]["count"] >= 1 and result["iterations"]["mean"] > 0
+    assert result["comm_time_ms"] > 0
+    assert 0 < result["comm_ratio"] <= 1
+
+
+@pytest.mark.parametrize(
+    "content,words",
+    [
+        (b"", "empty file"),
+        (b'{"traceEvents": [{"ph": "X", "name": "a", "ts": 1', "not a Kineto trace"),
+        (b'\xff\xfe{"traceEvents": []}', "not a Kineto trace"),
+        (
+            b'{"traceEvents": [{"ph": "X", "cat": "kernel", "ts": 1' + b"9" * 400 + b', "dur": 1}]}',
+            "not a Kineto trace",
+        ),
+        (b"[1, 2, 3]", "not a Kineto trace"),
+    ],
+    ids=["empty", "truncated", "non-utf8", "huge-integer", "not-an-object"],
+)
+def test_bad_files_give_one_clear_error_naming_the_file(tmp_path, content, words):
+    path = tmp_path / "bad.json"
+    path.write_bytes(content)
+    result = _analysis.safe_analyse(str(path))
+    assert result["error"].startswith(f"{path}: ")
+    assert words in result["error"]
+
+
+def step(name, ts, dur, cat="user_annotation", tid=1):
+    return {"ph": "X", "cat": cat, "name": name, "ts": ts, "dur": dur, "pid": 1, "tid": tid}
+
+
+def synthetic_rank(rank, world, compute_ms, steps=4, step_ms=100.0):
+    """A gloo rank: every step lasts step_ms (synchronous), compute_ms of it computing, the rest
+    waiting in the all-reduce for the slowest rank."""
+    events, t = [], 0.0
+    for i in range(steps):
+        events.append(step(f"ProfilerStep#{i}", t, step_ms * 1000))
+        events.append(step("standin_compute", t, compute_ms * 1000))
+        events.append(step("gloo:all_reduce", t + compute_ms * 1000, (step_ms - compute_ms) * 1000, tid=2))
+        t += step_ms * 1000
+    return {"distributedInfo": {"backend": "gloo", "rank": rank, "world_size": world}, "traceEvents": events}
+
+
+def combined_tree(tmp_path, compute_by_rank, ranks_per_node=2, bad_file=True, drop=()):
+    world = len(compute_by_rank)
+    root = tmp_path / "combined_traces"
+    names = {}
+    for rank, compute in enumerate(compute_by_rank):
+        if rank in drop:
+            continue
+        node = rank // ranks_per_node
+        names[node] = f"gpu-{chr(97 + node)}"
+        path = root / f"node_{node}" / "torch_profiler" / f"rank{rank}" / "trace.json.gz"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with gzip.open(path, "wt") as handle:
+            json.dump(synthetic_rank(rank, world, compute), handle)
+    if bad_file:
+        (root / "node_0" / "torch_profiler" / "broken.json").write_text('{"traceEvents": [')
+    manifest = {"nodes": [{"rank": n, "name": name} for n, name in names.items()]}
+    (root / "manifest.json").write_text(json.dumps(manifest))
+    return root
+
+
+def test_a_slow_rank_is_named_with_its_node_though_every_iteration_time_is_equal(tmp_path):
+    root = combined_tree(tmp_path, [50, 50, 50, 50, 80, 50])
+    report = _report.build_report(str(root), max_workers=2)
+    iteration = {r["rank"]: r["iteration_time_ms"] for r in report["per_rank_summary"]}
+    assert len(set(round(v, 6) for v in iteration.values())) == 1  # synchronous: all the same
+    assert [(s["rank"], s["node"]) for s in report["stragglers"]] == [(4, "gpu-c")]
+    assert (
+        report["stragglers"][0]["comm_wait_per_iteration_ms"]
+        < report["stragglers"][0]["median_comm_wait_per_iteration_ms"]
+    )
+    assert report["status"] == "partial"  # the broken file
+    assert [e["file"] for e in report["errors"]] == [str(root / "node_0" / "torch_profiler" / "broken.json")]
+
+
+def test_a_whole_slow_node_is_reported(tmp_path):
+    root = combined_tree(tmp_path, [50, 50, 80, 81, 50, 50], bad_file=False)
+    report = _report.build_report(str(root), max_workers=1)
+    assert [s["rank"] for s in report["stragglers"]] == [3, 2]
+    assert [n["node"] for n in report["slow_nodes"]] == ["gpu-b"]
+    assert report["status"] == "completed"
+
+
+def test_missing_ranks_are_listed_and_the_rest_analysed(tmp_path):
+    root = combined_tree(tmp_path, [50, 50, 50, 50], bad_file=False, drop=(3,))
+    report = _report.build_report(str(root))
+    assert report["missing_ranks"] == [3]
+    assert [r["rank"] for r in report["per_rank_summary"]] == [0, 1, 2]
+    assert report["cluster"]["nodes"] == 2
+
+
+def test_report_fields_and_thresholds(tmp_path):
+    root = combined_tree(tmp_path, [50, 50, 50, 50], bad_file=False)
+    report = _report.build_report(
+        str(root),
+        expected_results={"max_avg_iteration_ms": 90, "min_compute_ratio": 0.4, "max_time_variance_ratio": 0.5},
+        gpus_per_node=2,
+    )
+    assert set(report) >= {"status", "duration_seconds", "cluster", "configuration", "performance", "per_rank_summary",
+                           "stragglers", "validation"}  # fmt: skip
+    assert report["cluster"] == {"nodes": 2, "gpus_per_node": 2, "total_gpus": 4}
+    perf = report["performance"]
+    assert perf["avg_iteration_time_ms"] == pytest.approx(100.0)
+    assert perf["avg_compute_ratio"] == pytest.approx(0.5)
+    checks = {c["name"]: c for c in report["validation"]["checks"]}
+    assert not checks["max_avg_iteration_ms"]["passed"]
+    assert "exceeds threshold 90" in checks["max_avg_iteration_ms"]["reason"]
+    assert checks["min_compute_ratio"]["passed"] and checks["max_time_variance_ratio"]["passed"]
+    assert report["validation"]["passed"] is False
+    row = report["per_rank_summary"][0]
+    assert set(row) >= {"rank", "node", "file", "gpu_timeline"}
+    assert row["node"] == "gpu-a" and row["file"].startswith("node_0/")
+    with pytest.raises(_report.ReportError, match="unknown threshold max_iteration"):
+        _report.build_report(str(root), expected_results={"max_iteration": 1})
+
+
+def test_outputs_are_written(tmp_path):
+    root = combined_tree(tmp_path, [50, 50, 80, 50], bad_file=False)
+    report = _report.build_report(str(root))
+    paths = _report.write_outputs(report, str(tmp_path / "out"))
+    written = json.loads(Path(paths["report"]).read_text())
+    assert written["stragglers"][0]["rank"] == 2
+    lines = Path(paths["csv"]).read_text().splitlines()
+    assert lines[0].startswith("rank,node,file,iteration_time_ms") and len(lines) == 5
+    html = Path(paths["html"]).read_text()
+    assert html.count("data:image/png;base64,") == 3
+    assert "<h2>Stragglers</h2><table>" in html and "<td>2</td><td>gpu-b</td>" in html
+
+
+def test_plain_folder_without_manifest_uses_directories(tmp_path, shared_dir):
+    folder = tmp_path / "plain"
+    folder.mkdir()
+    for name in ("nccl/nccl-data.json.gz", "mi300/qwen1.5-0.5b-chat.json.gz"):
+        (folder / name.replace("/", "_")).write_bytes((shared_dir / "fixtures" / "traces" / name).read_bytes())
+    report = _report.build_report(str(folder))
+    assert [r["rank"] for r in report["per_rank_summary"]] == [0]
+    assert report["per_rank_summary"][0]["node"] == "."
+    assert [u["file"] for u in report["unranked_traces"]] == ["mi300_qwen1.5-0.5b-chat.json.gz"]
+    assert report["unranked_traces"][0]["gpu_timeline"]["total_time"] == pytest.approx(33.13133, rel=1e-3)
