@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.aorta.cluster.plugins.plugin_utils import _container, _launch, _run
+from ansible_collections.aorta.cluster.plugins.plugin_utils import _container, _cvs_config, _launch, _run
 
 
 def _filter(func):
@@ -39,5 +39,6 @@ class FilterModule:
             "node_line": _filter(_run.node_line),
             "torchrun_failure": _filter(_run.torchrun_failure),
             "metrics_progress": _filter(_run.metrics_progress),
+            "cvs_config": _filter(_cvs_config.cvs_config),
             "fabric_interface": _filter(_run.fabric_interface),
         }

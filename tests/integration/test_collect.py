@@ -94,3 +94,20 @@ def test_failed_node_is_marked_and_the_others_traces_are_kept(standin_cluster, t
     last = manifest["nodes"][-1]
     assert last["name"] == nodes[-1]["mgmt_ip"] and last["state"] == "failed"
     assert run["combined_traces"]["missing_ranks"] == [failing]
+
+
+def test_straggler_node_is_named_in_the_report_after_a_run(standin_cluster, tmp_path):
+    nodes = standin_cluster.nodes
+    slow = 2 * len(nodes) - 1
+    proc, _run, results, _elapsed = standin_cluster.run(
+        tmp_path,
+        aorta_training_overrides={"standin.slow_rank": slow, "standin.slow_factor": 6, "training.max_steps": 8,
+                                  "profiling.active": 4},
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    report = json.loads((results / "aorta_benchmark_report.json").read_text())
+    assert report["status"] == "completed"
+    assert report["cluster"]["nodes"] == len(nodes)
+    assert [s["rank"] for s in report["stragglers"]][:1] == [slow]
+    assert report["stragglers"][0]["node"] == nodes[-1]["mgmt_ip"]
+    assert (results / "report.html").exists() and (results / "per_rank.csv").exists()
