@@ -14,8 +14,8 @@ import hashlib
 import json
 import os
 import shutil
-import subprocess
 import tarfile
+from zlib import error as zlib_error
 
 # Directories a run's collection never takes: consolidated trees and the launcher's own files.
 EXCLUDED_DIRS = ("combined_traces", ".aorta-cluster", ".git")
@@ -102,38 +102,36 @@ def zstd_available() -> bool:
     return shutil.which("zstd") is not None
 
 
-def pack(root: str, files: list, archive: str, compression: str = "auto") -> str:
+def pack(root: str, files: list, archive: str, compression: str, run_command) -> str:
     """Write ``files`` (relative to ``root``) into a tar archive; returns the compression used.
 
     zstd (multi-threaded, fast level) when the command exists: Kineto JSON shrinks 15-20x, so a
     slow management network moves a fraction of the bytes; else gzip at a fast level.
+    ``run_command`` is the module's (argv list in, (rc, out, err) out); zstd writes straight to
+    files, so no trace ever passes through memory.
     """
     if compression == "auto":
         compression = "zstd" if zstd_available() else "gzip"
+    if compression not in ("zstd", "gzip", "none"):
+        raise TraceError(f"compression {compression!r} is not one of auto, zstd, gzip, none")
     os.makedirs(os.path.dirname(archive) or ".", exist_ok=True)
-    tmp = archive + ".part"
+    tmp, tar_tmp = archive + ".part", archive + ".tar.part"
     try:
+        mode, kwargs, target = "w", {}, tar_tmp if compression == "zstd" else tmp
+        if compression == "gzip":
+            mode, kwargs = "w:gz", {"compresslevel": 1}
+        with tarfile.open(target, mode=mode, format=tarfile.PAX_FORMAT, **kwargs) as tar:
+            for rel in files:
+                tar.add(os.path.join(root, rel), arcname=rel, recursive=False)
         if compression == "zstd":
-            with open(tmp, "wb") as out:
-                proc = subprocess.Popen(["zstd", "-q", "-1", "-T0", "-c"], stdin=subprocess.PIPE, stdout=out)
-                with tarfile.open(fileobj=proc.stdin, mode="w|", format=tarfile.PAX_FORMAT) as tar:
-                    for rel in files:
-                        tar.add(os.path.join(root, rel), arcname=rel, recursive=False)
-                proc.stdin.close()
-                if proc.wait() != 0:
-                    raise TraceError(f"{archive}: zstd failed with exit code {proc.returncode}")
-        elif compression in ("gzip", "none"):
-            mode = "w:gz" if compression == "gzip" else "w"
-            kwargs = {"compresslevel": 1} if compression == "gzip" else {}
-            with tarfile.open(tmp, mode=mode, format=tarfile.PAX_FORMAT, **kwargs) as tar:
-                for rel in files:
-                    tar.add(os.path.join(root, rel), arcname=rel, recursive=False)
-        else:
-            raise TraceError(f"compression {compression!r} is not one of auto, zstd, gzip, none")
+            rc, _out, err = run_command(["zstd", "-q", "-1", "-T0", "-f", "-o", tmp, tar_tmp])
+            if rc != 0:
+                raise TraceError(f"{archive}: zstd failed ({rc}): {err.strip()}")
         os.replace(tmp, archive)
     finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
+        for leftover in (tmp, tar_tmp):
+            if os.path.exists(leftover):
+                os.unlink(leftover)
     return compression
 
 
@@ -142,18 +140,19 @@ def _safe_name(name: str) -> bool:
     return bool(name) and not name.startswith("/") and ".." not in parts and "\\" not in name
 
 
-def unpack(archive: str, dest: str, compression: str) -> list:
+def unpack(archive: str, dest: str, compression: str, run_command) -> list:
     """Extract regular files only, refusing absolute paths, ``..`` and links; returns their names."""
     os.makedirs(dest, exist_ok=True)
     names = []
-    proc = None
+    plain = None
     try:
         if compression == "zstd":
-            proc = subprocess.Popen(["zstd", "-q", "-d", "-c", archive], stdout=subprocess.PIPE)
-            tar = tarfile.open(fileobj=proc.stdout, mode="r|")  # noqa: SIM115 - closed by the with below
-        else:
-            tar = tarfile.open(archive, mode="r|gz" if compression == "gzip" else "r|")  # noqa: SIM115 - same
-        with tar:
+            plain = f"{dest}.tar.part"
+            rc, _out, err = run_command(["zstd", "-q", "-d", "-f", "-o", plain, archive])
+            if rc != 0:
+                raise TraceError(f"{archive}: zstd could not decompress it ({rc}): {err.strip()}")
+        source = plain or archive
+        with tarfile.open(source, mode="r|gz" if compression == "gzip" else "r|") as tar:
             for member in tar:
                 if member.isdir():
                     continue
@@ -161,16 +160,13 @@ def unpack(archive: str, dest: str, compression: str) -> list:
                     raise TraceError(f"{archive}: refusing archive member {member.name!r} (not a plain relative file)")
                 target = os.path.join(dest, member.name)
                 os.makedirs(os.path.dirname(target), exist_ok=True)
-                source = tar.extractfile(member)
                 with open(target, "wb") as out:
-                    shutil.copyfileobj(source, out, _CHUNK)
+                    shutil.copyfileobj(tar.extractfile(member), out, _CHUNK)
                 os.utime(target, (member.mtime, member.mtime))
                 names.append(member.name)
-    except (tarfile.TarError, EOFError) as exc:
+    except (tarfile.TarError, EOFError, zlib_error, gzip.BadGzipFile) as exc:
         raise TraceError(f"{archive}: damaged archive: {exc}") from None
     finally:
-        if proc is not None:
-            proc.stdout.close()
-            if proc.wait() != 0:
-                raise TraceError(f"{archive}: zstd could not decompress it (exit {proc.returncode})")
+        if plain and os.path.exists(plain):
+            os.unlink(plain)
     return names

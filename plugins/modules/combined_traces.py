@@ -158,7 +158,7 @@ from ansible_collections.aorta.cluster.plugins.module_utils._traces import (
 )
 
 
-def collect_node(node, staging):
+def collect_node(node, staging, run_command):
     """Unpack and verify one node into ``staging/node_<rank>``; returns its manifest entry."""
     entry = {
         "rank": node["rank"],
@@ -182,7 +182,7 @@ def collect_node(node, staging):
     try:
         if node.get("archive_sha256") and sha256_file(archive) != node["archive_sha256"]:
             raise TraceError(f"{archive}: checksum differs from the node's; the transfer damaged it")
-        names = unpack(archive, target, node.get("compression") or "gzip")
+        names = unpack(archive, target, node.get("compression") or "gzip", run_command)
     except TraceError as exc:
         shutil.rmtree(target, ignore_errors=True)
         entry["error"] = str(exc)
@@ -251,7 +251,8 @@ def main():
     staging = os.path.join(parent, f".{os.path.basename(dest)}.staging-{uuid.uuid4().hex[:8]}")
     try:
         os.makedirs(staging)
-        entries = [collect_node(node, staging) for node in sorted(module.params["nodes"], key=lambda n: n["rank"])]
+        nodes = sorted(module.params["nodes"], key=lambda n: n["rank"])
+        entries = [collect_node(node, staging, module.run_command) for node in nodes]
         manifest = build_manifest(module.params, entries)
         changed = current_manifest(dest) != manifest
         if changed and not module.check_mode:

@@ -150,7 +150,7 @@ def test_archive_with_escaping_paths_is_refused(tmp_path, capsys):
     with tarfile.open(evil, "w") as tar:
         tar.add(tmp_path / "f", arcname="../../escape.json")
     with pytest.raises(_traces.TraceError, match="not a plain relative file"):
-        _traces.unpack(str(evil), str(tmp_path / "out"), "none")
+        _traces.unpack(str(evil), str(tmp_path / "out"), "none", None)
     assert not (tmp_path.parent / "escape.json").exists()
 
 
