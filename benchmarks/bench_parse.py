@@ -101,8 +101,10 @@ def main() -> int:
         f"analyse {ours['s']:.2f}s (peak RSS {ours['rss'] / 1e6:.0f} MB, {ours['base'] / 1e6:.0f} MB before)"
     )
     print(f"4 ranks x {size / 4e6:.0f} MB: sequential {pool['seq']:.2f}s, pool of 2 {pool['par']:.2f}s")
-    print(f"BENCH parse ratio_vs_orjson={ratio:.2f} rss_ratio={rss_ratio:.2f} ranks_speedup={speedup:.2f} "
-          f"trace_mb={size / 1e6:.0f} targets=ratio<=1.0,rss<=2.0,speedup>=1.7")  # fmt: skip
+    print(
+        f"BENCH parse ratio_vs_orjson={ratio:.2f} rss_ratio={rss_ratio:.2f} ranks_speedup={speedup:.2f} "
+        f"trace_mb={size / 1e6:.0f} targets=ratio<=1.0,rss<=2.0,speedup>=1.7"
+    )
     return 0
 
 

@@ -339,8 +339,18 @@ def _cpu_or_gpu_ratios(result, steps, cpu_comm, cpu_ops) -> dict:
 
 
 def _dtype_size(dtype) -> int:
-    return {"Float": 4, "float": 4, "BFloat16": 2, "Half": 2, "Double": 8, "Int": 4, "Long": 8, "Byte": 1,
-            "Char": 1, "Bool": 1}.get(str(dtype), 0)  # fmt: skip
+    return {
+        "Float": 4,
+        "float": 4,
+        "BFloat16": 2,
+        "Half": 2,
+        "Double": 8,
+        "Int": 4,
+        "Long": 8,
+        "Byte": 1,
+        "Char": 1,
+        "Bool": 1,
+    }.get(str(dtype), 0)
 
 
 def safe_analyse(path: str, include_unlinked_kernels: bool = False) -> dict:

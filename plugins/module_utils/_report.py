@@ -75,12 +75,17 @@ def stragglers(ranks: list, threshold: float) -> tuple:
     for r in timed:
         excess = (r["compute_per_iteration_ms"] - median) / median if median > 0 else 0.0
         if excess > threshold:
-            slow.append({
-                "rank": r["rank"], "node": r["node"], "compute_per_iteration_ms": r["compute_per_iteration_ms"],
-                "median_compute_per_iteration_ms": median, "excess_ratio": excess,
-                "comm_wait_per_iteration_ms": r["comm_wait_per_iteration_ms"],
-                "median_comm_wait_per_iteration_ms": wait_median,
-            })  # fmt: skip
+            slow.append(
+                {
+                    "rank": r["rank"],
+                    "node": r["node"],
+                    "compute_per_iteration_ms": r["compute_per_iteration_ms"],
+                    "median_compute_per_iteration_ms": median,
+                    "excess_ratio": excess,
+                    "comm_wait_per_iteration_ms": r["comm_wait_per_iteration_ms"],
+                    "median_comm_wait_per_iteration_ms": wait_median,
+                }
+            )
     slow.sort(key=lambda s: -s["excess_ratio"])
     by_node = {}
     for r in timed:
@@ -92,8 +97,13 @@ def stragglers(ranks: list, threshold: float) -> tuple:
         overall = statistics.median(node_medians.values())
         for node, ranks_of_node in sorted(by_node.items()):
             if all(x["rank"] in slow_ranks for x in ranks_of_node) and overall > 0:
-                slow_nodes.append({"node": node, "ranks": sorted(x["rank"] for x in ranks_of_node),
-                                   "excess_ratio": (node_medians[node] - overall) / overall})  # fmt: skip
+                slow_nodes.append(
+                    {
+                        "node": node,
+                        "ranks": sorted(x["rank"] for x in ranks_of_node),
+                        "excess_ratio": (node_medians[node] - overall) / overall,
+                    }
+                )
     return slow, slow_nodes
 
 
@@ -120,19 +130,43 @@ def check_thresholds(performance: dict, expected: dict) -> list:
             continue
         value = values[name]
         if value is None:
-            checks.append({"name": name, "threshold": limit, "value": None, "passed": False,
-                           "reason": f"{name}: no value could be measured"})  # fmt: skip
+            checks.append(
+                {
+                    "name": name,
+                    "threshold": limit,
+                    "value": None,
+                    "passed": False,
+                    "reason": f"{name}: no value could be measured",
+                }
+            )
             continue
         passed = value <= limit if name.startswith("max_") else value >= limit
         relation = ("exceeds" if name.startswith("max_") else "is below") if not passed else "within"
-        checks.append({"name": name, "threshold": limit, "value": value, "passed": passed,
-                       "reason": f"{name}: measured {value:.6g} {relation} threshold {limit}"})  # fmt: skip
+        checks.append(
+            {
+                "name": name,
+                "threshold": limit,
+                "value": value,
+                "passed": passed,
+                "reason": f"{name}: measured {value:.6g} {relation} threshold {limit}",
+            }
+        )
     return checks
 
 
-def build_report(traces_dir: str, *, include_unlinked_kernels=False, expected_results=None, gpus_per_node=None,
-                 configuration=None, straggler_threshold=0.10, max_workers=None, summaries=None,
-                 expected_ranks=None, duration_seconds=None) -> dict:  # fmt: skip
+def build_report(
+    traces_dir: str,
+    *,
+    include_unlinked_kernels=False,
+    expected_results=None,
+    gpus_per_node=None,
+    configuration=None,
+    straggler_threshold=0.10,
+    max_workers=None,
+    summaries=None,
+    expected_ranks=None,
+    duration_seconds=None,
+) -> dict:
     """The whole report for a directory of traces (a combined_traces tree or any folder)."""
     if not os.path.isdir(traces_dir):
         raise ReportError(f"aorta_traces_dir: {traces_dir} is not a directory")
@@ -211,8 +245,18 @@ def _rank_row(s: dict, node: str, traces_dir: str) -> dict:
     }
 
 
-CSV_COLUMNS = ("rank", "node", "file", "iteration_time_ms", "compute_ratio", "comm_ratio", "overlap_ratio",
-               "compute_per_iteration_ms", "comm_wait_per_iteration_ms", "total_time_us")  # fmt: skip
+CSV_COLUMNS = (
+    "rank",
+    "node",
+    "file",
+    "iteration_time_ms",
+    "compute_ratio",
+    "comm_ratio",
+    "overlap_ratio",
+    "compute_per_iteration_ms",
+    "comm_wait_per_iteration_ms",
+    "total_time_us",
+)
 
 
 def write_outputs(report: dict, out_dir: str) -> dict:
@@ -318,6 +362,15 @@ def _fmt(value, digits=3) -> str:
     return _esc(value)
 
 
+HEADLINE = (
+    "avg_iteration_time_ms",
+    "std_iteration_time_us",
+    "avg_compute_ratio",
+    "avg_comm_ratio",
+    "avg_overlap_ratio",
+)
+
+
 def render_html(report: dict) -> str:
     perf = report["performance"]
     parts = [
@@ -330,10 +383,9 @@ def render_html(report: dict) -> str:
         f"counting: {_esc(report['counting'])}</p>",
         "<h2>Headline</h2><table><tr><th>avg iteration (ms)</th><th>std iteration (us)</th><th>compute ratio</th>"
         "<th>comm ratio</th><th>overlap ratio</th></tr><tr>"
-        + "".join(f"<td>{_fmt(perf[k])}</td>" for k in ("avg_iteration_time_ms", "std_iteration_time_us",
-                                                       "avg_compute_ratio", "avg_comm_ratio", "avg_overlap_ratio"))
+        + "".join(f"<td>{_fmt(perf[k])}</td>" for k in HEADLINE)
         + "</tr></table>",
-    ]  # fmt: skip
+    ]
     if report["validation"]["checks"]:
         parts.append("<h2>Thresholds</h2><ul>")
         for check in report["validation"]["checks"]:
@@ -342,8 +394,10 @@ def render_html(report: dict) -> str:
         parts.append("</ul>")
     parts.append("<h2>Stragglers</h2>")
     if report["stragglers"]:
-        parts.append("<table><tr><th>rank</th><th>node</th><th>compute/iter (ms)</th><th>median</th><th>excess</th>"
-                     "<th>comm wait/iter (ms)</th></tr>")  # fmt: skip
+        parts.append(
+            "<table><tr><th>rank</th><th>node</th><th>compute/iter (ms)</th><th>median</th><th>excess</th>"
+            "<th>comm wait/iter (ms)</th></tr>"
+        )
         for s in report["stragglers"]:
             parts.append(
                 f"<tr><td>{s['rank']}</td><td>{_esc(s['node'])}</td><td>{_fmt(s['compute_per_iteration_ms'])}</td>"

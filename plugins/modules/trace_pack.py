@@ -118,8 +118,14 @@ def main():
             }
             for rel in names
         ]
-        result = {"files": files, "raw_bytes": sum(f["size"] for f in files), "archive": None, "archive_bytes": 0,
-                  "archive_sha256": "", "compression": "none"}  # fmt: skip
+        result = {
+            "files": files,
+            "raw_bytes": sum(f["size"] for f in files),
+            "archive": None,
+            "archive_bytes": 0,
+            "archive_sha256": "",
+            "compression": "none",
+        }
         if files and not module.check_mode:
             result["compression"] = pack(root, names, archive, module.params["compression"], module.run_command)
             result.update(archive=archive, archive_bytes=os.path.getsize(archive), archive_sha256=sha256_file(archive))

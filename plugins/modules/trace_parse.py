@@ -168,11 +168,16 @@ def main():
     expected = {k: v for k, v in (p["expected_results"] or {}).items() if v is not None}
     try:
         report = build_report(
-            p["traces_dir"], include_unlinked_kernels=p["include_unlinked_kernels"], expected_results=expected,
-            gpus_per_node=p["gpus_per_node"], configuration=p["configuration"], max_workers=p["max_workers"],
-            straggler_threshold=p["straggler_threshold"], expected_ranks=p["expected_ranks"],
+            p["traces_dir"],
+            include_unlinked_kernels=p["include_unlinked_kernels"],
+            expected_results=expected,
+            gpus_per_node=p["gpus_per_node"],
+            configuration=p["configuration"],
+            max_workers=p["max_workers"],
+            straggler_threshold=p["straggler_threshold"],
+            expected_ranks=p["expected_ranks"],
             duration_seconds=p["duration_seconds"],
-        )  # fmt: skip
+        )
     except ReportError as exc:
         module.fail_json(msg=str(exc))
     result = {

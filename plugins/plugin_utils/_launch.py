@@ -182,8 +182,12 @@ def launch_script(
     return "\n".join(lines) + "\n"
 
 
-def base_env(environment: Mapping[str, Any] | None, rccl_build_path: str, extra_env: Mapping[str, Any] | None = None,
-             fabric_env: Mapping[str, Any] | None = None) -> dict[str, Any]:  # fmt: skip
+def base_env(
+    environment: Mapping[str, Any] | None,
+    rccl_build_path: str,
+    extra_env: Mapping[str, Any] | None = None,
+    fabric_env: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
     """The container environment CVS builds, plus the fabric interface, with the user's extra_env last.
 
     ``environment`` is CVS's ``environment`` block; TENSILE_STREAMK_MAX_CUS leaves the CUs RCCL's

@@ -35,16 +35,23 @@ class Cluster:
 
     def playbook(self, *args: str, inventory: Path | None = None, timeout: float = 900) -> subprocess.CompletedProcess:
         return self._run(
-            "ansible-playbook", "aorta_multinode.yml", "-i", str(inventory or self.cluster_json),
-            "-e", f"@{self.vars_yml}", *args, timeout=timeout,
-        )  # fmt: skip
+            "ansible-playbook",
+            "aorta_multinode.yml",
+            "-i",
+            str(inventory or self.cluster_json),
+            "-e",
+            f"@{self.vars_yml}",
+            *args,
+            timeout=timeout,
+        )
 
     def cluster_file(self, tmp_path: Path, nodes: int, vpc_ip: dict | None = None) -> Path:
         """A cluster.json holding the first ``nodes`` nodes, with some vpc_ip values replaced."""
         data = json.loads(self.cluster_json.read_text())
         keys = list(data["node_dict"])[:nodes]
-        data["node_dict"] = {k: dict(data["node_dict"][k], **({"vpc_ip": vpc_ip[k]} if k in (vpc_ip or {}) else {}))
-                             for k in keys}  # fmt: skip
+        data["node_dict"] = {
+            k: dict(data["node_dict"][k], **({"vpc_ip": vpc_ip[k]} if k in (vpc_ip or {}) else {})) for k in keys
+        }
         data["head_node_dict"] = {"mgmt_ip": keys[0]}
         path = tmp_path / f"{nodes}-{uuid.uuid4().hex[:6]}-cluster.json"
         path.write_text(json.dumps(data))
@@ -86,9 +93,11 @@ def leftovers() -> list[str]:
     found = []
     for kind in ("ps", "network ls"):
         out = subprocess.run(
-            ["docker", *kind.split(), "-q", "--filter", f"label={standin.LABEL}"], capture_output=True, text=True,
+            ["docker", *kind.split(), "-q", "--filter", f"label={standin.LABEL}"],
+            capture_output=True,
+            text=True,
             check=True,
-        ).stdout.split()  # fmt: skip
+        ).stdout.split()
         found += [f"{kind}:{item}" for item in out]
     return found
 
@@ -102,8 +111,9 @@ def standin_cluster():
     left = leftovers()
     assert not left, f"stand-in down left {left}"
     assert not standin.OUT.exists()
-    images = subprocess.run(["docker", "images", "--format", "{{.Repository}}"], capture_output=True, text=True,
-                            check=True).stdout.split()  # fmt: skip
+    images = subprocess.run(
+        ["docker", "images", "--format", "{{.Repository}}"], capture_output=True, text=True, check=True
+    ).stdout.split()
     assert set(images) <= {"aorta-standin-node", "aorta-standin-workload"}, images  # only the cache
 
 

@@ -49,8 +49,10 @@ def test_completed_run_is_collected_once_verified_and_alone_then_survives_an_unr
             node_sum = standin_cluster.node_exec(node_index, "sha256sum", original).split()[0]
             local = results / "combined_traces" / f"node_{node_index}" / item["path"]
             assert item["sha256"] == node_sum
-            assert subprocess.run(["sha256sum", str(local)], capture_output=True, text=True,
-                                  check=True).stdout.split()[0] == node_sum  # fmt: skip
+            assert (
+                subprocess.run(["sha256sum", str(local)], capture_output=True, text=True, check=True).stdout.split()[0]
+                == node_sum
+            )
     assert not any("rank99" in p or "rank98" in p for p in listed)
     assert not list((results / "combined_traces").rglob("old.json"))
     assert not (results / ".staging").exists()
@@ -62,12 +64,23 @@ def test_completed_run_is_collected_once_verified_and_alone_then_survives_an_unr
     subprocess.run(["docker", "pause", victim["container"]], check=True)
     try:
         proc = standin_cluster._run(
-            "ansible-playbook", "playbooks/trace_collect.yml", "-i", str(standin_cluster.cluster_json),
-            "-e", f"@{standin_cluster.vars_yml}",
-            "-e", json.dumps({"aorta_run_id": run_id, "aorta_results_dir": str(again), "aorta_connect_timeout": 10,
-                              "aorta_collect_since": 0}),
+            "ansible-playbook",
+            "playbooks/trace_collect.yml",
+            "-i",
+            str(standin_cluster.cluster_json),
+            "-e",
+            f"@{standin_cluster.vars_yml}",
+            "-e",
+            json.dumps(
+                {
+                    "aorta_run_id": run_id,
+                    "aorta_results_dir": str(again),
+                    "aorta_connect_timeout": 10,
+                    "aorta_collect_since": 0,
+                }
+            ),
             timeout=300,
-        )  # fmt: skip
+        )
     finally:
         subprocess.run(["docker", "unpause", victim["container"]], check=True)
     assert proc.returncode == 0, proc.stdout[-3000:]
@@ -101,9 +114,13 @@ def test_straggler_node_is_named_in_the_report_after_a_run(standin_cluster, tmp_
     slow = 2 * len(nodes) - 1
     proc, _run, results, _elapsed = standin_cluster.run(
         tmp_path,
-        aorta_training_overrides={"standin.slow_rank": slow, "standin.slow_factor": 6, "training.max_steps": 8,
-                                  "profiling.active": 4},
-    )  # fmt: skip
+        aorta_training_overrides={
+            "standin.slow_rank": slow,
+            "standin.slow_factor": 6,
+            "training.max_steps": 8,
+            "profiling.active": 4,
+        },
+    )
     assert proc.returncode == 0, proc.stdout[-3000:]
     report = json.loads((results / "aorta_benchmark_report.json").read_text())
     assert report["status"] == "completed"

@@ -141,8 +141,15 @@ def test_playbook_with_a_bad_cluster_file_fails_before_any_play(repo, tmp_path):
 def test_trace_report_playbook_on_a_plain_folder_in_both_counting_modes(repo, shared_dir, tmp_path):
     traces = shared_dir / "fixtures" / "traces"
     out = tmp_path / "report"
-    result = run(repo, "ansible-playbook", "trace_report.yml", "-e", f"aorta_traces_dir={traces}",
-                 "-e", f"aorta_report_dir={out}")  # fmt: skip
+    result = run(
+        repo,
+        "ansible-playbook",
+        "trace_report.yml",
+        "-e",
+        f"aorta_traces_dir={traces}",
+        "-e",
+        f"aorta_report_dir={out}",
+    )
     assert result.returncode == 0, result.stdout[-2000:]
     report = json.loads((out / "aorta_benchmark_report.json").read_text())
     for entry in report["per_rank_summary"]:
@@ -152,8 +159,17 @@ def test_trace_report_playbook_on_a_plain_folder_in_both_counting_modes(repo, sh
     assert (out / "report.html").exists() and (out / "per_rank.csv").exists()
     # The other counting mode, switched by one variable.
     out2 = tmp_path / "report2"
-    result = run(repo, "ansible-playbook", "trace_report.yml", "-e", f"aorta_traces_dir={traces}",
-                 "-e", f"aorta_report_dir={out2}", "-e", "aorta_include_unlinked_kernels=true")  # fmt: skip
+    result = run(
+        repo,
+        "ansible-playbook",
+        "trace_report.yml",
+        "-e",
+        f"aorta_traces_dir={traces}",
+        "-e",
+        f"aorta_report_dir={out2}",
+        "-e",
+        "aorta_include_unlinked_kernels=true",
+    )
     assert result.returncode == 0, result.stdout[-2000:]
     report2 = json.loads((out2 / "aorta_benchmark_report.json").read_text())
     resnet2 = next(r for r in report2["per_rank_summary"] if r["file"] == "mi300/resnet-act-checkpoint.json.gz")

@@ -19,8 +19,10 @@ def test_every_node_answers_ping_over_ssh_and_runs_its_own_dockerd(standin_clust
     info = standin_cluster.ansible("aorta_nodes", "-m", "ansible.builtin.command", "-a", "docker info -f json")
     assert info.returncode == 0, info.stdout + info.stderr
     assert info.stdout.count("CHANGED") == len(standin_cluster.nodes)
-    ids = {json.loads(standin_cluster.node_exec(i, "docker", "info", "-f", "{{json .ID}}"))
-           for i in range(len(standin_cluster.nodes))}  # fmt: skip
+    ids = {
+        json.loads(standin_cluster.node_exec(i, "docker", "info", "-f", "{{json .ID}}"))
+        for i in range(len(standin_cluster.nodes))
+    }
     assert len(ids) == len(standin_cluster.nodes)  # one daemon per node, not a shared one
 
 
@@ -55,9 +57,22 @@ def test_workload_by_hand_writes_one_trace_per_global_rank(standin_cluster):
         standin_cluster.node_exec(i, "rm", "-rf", f"/root/aorta/{out}")
         standin_cluster.node_exec(i, "docker", "rm", "-f", "by-hand", check=False)
         standin_cluster.node_exec(
-            i, "docker", "run", "-d", "--name", "by-hand", "--network", "host", "-v", "/root/aorta:/mnt", "-w", "/mnt",
-            image, "sleep", "infinity",
-        )  # fmt: skip
+            i,
+            "docker",
+            "run",
+            "-d",
+            "--name",
+            "by-hand",
+            "--network",
+            "host",
+            "-v",
+            "/root/aorta:/mnt",
+            "-w",
+            "/mnt",
+            image,
+            "sleep",
+            "infinity",
+        )
     procs = [
         subprocess.Popen(
             [

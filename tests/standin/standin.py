@@ -36,12 +36,21 @@ AORTA_PATH = "/root/aorta"  # the stand-in "Aorta checkout" on every node (aorta
 # What a node needs to run its own dockerd where `--privileged` is refused (the sandbox's bounding
 # set lacks CAP_SYS_RESOURCE): every other capability, no LSM confinement, all devices, rw cgroups.
 DIND_FLAGS = [
-    "--cap-add", "ALL", "--cap-drop", "SYS_RESOURCE",
-    "--security-opt", "apparmor=unconfined", "--security-opt", "seccomp=unconfined",
-    "--device-cgroup-rule", "a *:* rwm",
-    "-v", "/sys/fs/cgroup:/sys/fs/cgroup:rw",
-    "--tmpfs", "/run",
-]  # fmt: skip
+    "--cap-add",
+    "ALL",
+    "--cap-drop",
+    "SYS_RESOURCE",
+    "--security-opt",
+    "apparmor=unconfined",
+    "--security-opt",
+    "seccomp=unconfined",
+    "--device-cgroup-rule",
+    "a *:* rwm",
+    "-v",
+    "/sys/fs/cgroup:/sys/fs/cgroup:rw",
+    "--tmpfs",
+    "/run",
+]
 
 
 class StandinError(RuntimeError):
@@ -131,9 +140,22 @@ def start_node(index: int, node_image: str) -> str:
     docker_root.mkdir(parents=True, exist_ok=True)
     sh("docker", "network", "create", "--label", LABEL, mgmt)
     sh(
-        "docker", "run", "-d", "--name", name, "--hostname", name, "--label", LABEL,
-        "--network", mgmt, *DIND_FLAGS, "-v", f"{docker_root}:/var/lib/docker", node_image,
-    )  # fmt: skip
+        "docker",
+        "run",
+        "-d",
+        "--name",
+        name,
+        "--hostname",
+        name,
+        "--label",
+        LABEL,
+        "--network",
+        mgmt,
+        *DIND_FLAGS,
+        "-v",
+        f"{docker_root}:/var/lib/docker",
+        node_image,
+    )
     sh("docker", "network", "connect", FABRIC, name)
     return name
 
@@ -145,8 +167,13 @@ def prepare_node(name: str, pubkey: bytes, archive: Path, workload_image: str) -
     have = succeeds("docker", "exec", name, "docker", "image", "inspect", workload_image)
     if not have:
         with open(archive, "rb") as handle:
-            subprocess.run(["docker", "exec", "-i", name, "docker", "load", "-q"], stdin=handle, check=True,
-                           capture_output=True, timeout=900)  # fmt: skip
+            subprocess.run(
+                ["docker", "exec", "-i", name, "docker", "load", "-q"],
+                stdin=handle,
+                check=True,
+                capture_output=True,
+                timeout=900,
+            )
     sh("docker", "exec", name, "mkdir", "-p", AORTA_PATH)
     sh("docker", "cp", f"{HERE / 'workload'}/.", f"{name}:{AORTA_PATH}/")
 

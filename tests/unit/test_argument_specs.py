@@ -12,8 +12,10 @@ import yaml
 def test_argument_specs_are_generated_from_the_current_sources(repo):
     result = subprocess.run(
         [sys.executable, str(repo / "tools" / "gen_argument_specs.py"), "--check"],
-        capture_output=True, text=True, check=False,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     assert result.returncode == 0, result.stderr
 
 

@@ -34,8 +34,12 @@ def test_node_state(job, timed_out, unreachable, expected):
 
 def test_all_ok_is_completed():
     status = F["run_status"]([{"name": "a", "state": "ok"}, {"name": "b", "state": "ok"}])
-    assert status == {"status": "COMPLETED", "failed_nodes": [], "first_failure": None,
-                      "message": "all 2 nodes completed"}  # fmt: skip
+    assert status == {
+        "status": "COMPLETED",
+        "failed_nodes": [],
+        "first_failure": None,
+        "message": "all 2 nodes completed",
+    }
 
 
 def test_no_nodes_is_failed():
@@ -137,11 +141,20 @@ def test_docker_run_argv_has_everything_rocm_needs_and_no_privileged_by_default(
     assert argv[:5] == ["docker", "run", "-d", "--name", "aorta-r1"]
     assert "--privileged" not in argv
     for part in [
-        "--label aorta.cluster.run=r1", "--network host", "--ipc host", "--shm-size 17G", "--user root",
-        "--group-add 44 --group-add 109", "--device /dev/kfd --device /dev/dri", "--cap-add SYS_PTRACE",
-        "--cap-add IPC_LOCK", "--security-opt seccomp=unconfined", "--ulimit memlock=-1:-1",
-        "--ulimit stack=67108864:67108864", "-v /home/me/aorta:/mnt:rw -w /mnt",
-    ]:  # fmt: skip
+        "--label aorta.cluster.run=r1",
+        "--network host",
+        "--ipc host",
+        "--shm-size 17G",
+        "--user root",
+        "--group-add 44 --group-add 109",
+        "--device /dev/kfd --device /dev/dri",
+        "--cap-add SYS_PTRACE",
+        "--cap-add IPC_LOCK",
+        "--security-opt seccomp=unconfined",
+        "--ulimit memlock=-1:-1",
+        "--ulimit stack=67108864:67108864",
+        "-v /home/me/aorta:/mnt:rw -w /mnt",
+    ]:
         assert part in text, part
     assert argv[-3:] == ["rocm/aorta:1", "sleep", "100"]
     assert "--privileged" in F["docker_run_argv"](
@@ -153,9 +166,16 @@ def test_docker_run_argv_has_everything_rocm_needs_and_no_privileged_by_default(
     assert "--ulimit" not in no_limits
 
 
-@pytest.mark.parametrize("spec,words", [({"name": "n"}, "image is required"),
-                                        ({"name": "n", "image": "i", "mount_source": "/a", "mount_target": "/m",
-                                          "group_ids": ["render"]}, "not numeric")])  # fmt: skip
+@pytest.mark.parametrize(
+    "spec,words",
+    [
+        ({"name": "n"}, "image is required"),
+        (
+            {"name": "n", "image": "i", "mount_source": "/a", "mount_target": "/m", "group_ids": ["render"]},
+            "not numeric",
+        ),
+    ],
+)
 def test_docker_run_argv_errors(spec, words):
     with pytest.raises(AnsibleFilterError, match=words):
         F["docker_run_argv"](spec)
@@ -187,6 +207,15 @@ def test_base_env_matches_cvs_and_lets_the_user_win():
 
 
 def test_node_line():
-    line = F["node_line"]({"rank": 1, "name": "n1", "state": "ok", "exit_code": 0, "vpc_ip": "10.0.0.2",
-                           "fabric_if": "eth1", "log": "/r/logs/n1.log"})  # fmt: skip
+    line = F["node_line"](
+        {
+            "rank": 1,
+            "name": "n1",
+            "state": "ok",
+            "exit_code": 0,
+            "vpc_ip": "10.0.0.2",
+            "fabric_if": "eth1",
+            "log": "/r/logs/n1.log",
+        }
+    )
     assert "n1" in line and "ok" in line and "fabric 10.0.0.2 on eth1" in line and line.endswith("/r/logs/n1.log")

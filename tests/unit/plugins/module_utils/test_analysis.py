@@ -11,8 +11,15 @@ import pytest
 
 from ansible_collections.aorta.cluster.plugins.module_utils import _analysis, _report
 
-ROWS = ("computation_time", "exposed_comm_time", "exposed_memcpy_time", "busy_time", "idle_time", "total_time",
-        "total_comm_time")  # fmt: skip
+ROWS = (
+    "computation_time",
+    "exposed_comm_time",
+    "exposed_memcpy_time",
+    "busy_time",
+    "idle_time",
+    "total_time",
+    "total_comm_time",
+)
 # TraceLens gpu_timeline reference figures (ms), ../shared/fixtures/traces/README.md.
 LINKED = {
     "mi300/qwen1.5-0.5b-chat.json.gz": (29.74317, 0, 0.00076, 29.74393, 3.38741, 33.13133, 0),
@@ -154,8 +161,16 @@ def test_report_fields_and_thresholds(tmp_path):
         expected_results={"max_avg_iteration_ms": 90, "min_compute_ratio": 0.4, "max_time_variance_ratio": 0.5},
         gpus_per_node=2,
     )
-    assert set(report) >= {"status", "duration_seconds", "cluster", "configuration", "performance", "per_rank_summary",
-                           "stragglers", "validation"}  # fmt: skip
+    assert set(report) >= {
+        "status",
+        "duration_seconds",
+        "cluster",
+        "configuration",
+        "performance",
+        "per_rank_summary",
+        "stragglers",
+        "validation",
+    }
     assert report["cluster"] == {"nodes": 2, "gpus_per_node": 2, "total_gpus": 4}
     perf = report["performance"]
     assert perf["avg_iteration_time_ms"] == pytest.approx(100.0)

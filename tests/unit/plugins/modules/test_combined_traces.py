@@ -53,17 +53,28 @@ def pack_node(tmp_path, name, ranks, world, capsys, compression="auto", old=()):
     (root / "combined_traces" / "stale.json").write_text(kineto(0, world))
     code, packed = run(
         trace_pack,
-        {"root": str(root), "since": time.time() - 3600, "archive": str(tmp_path / name / "a.tar"),
-         "compression": compression},
+        {
+            "root": str(root),
+            "since": time.time() - 3600,
+            "archive": str(tmp_path / name / "a.tar"),
+            "compression": compression,
+        },
         capsys,
-    )  # fmt: skip
+    )
     assert code == 0, packed
     return packed
 
 
 def node(rank, name, packed, **extra):
-    entry = {"rank": rank, "name": name, "state": "ok", "archive": packed["archive"], "files": packed["files"],
-             "archive_sha256": packed["archive_sha256"], "compression": packed["compression"]}  # fmt: skip
+    entry = {
+        "rank": rank,
+        "name": name,
+        "state": "ok",
+        "archive": packed["archive"],
+        "files": packed["files"],
+        "archive_sha256": packed["archive_sha256"],
+        "compression": packed["compression"],
+    }
     entry.update(extra)
     return entry
 
@@ -176,8 +187,9 @@ def test_check_mode_leaves_the_tree_alone(tmp_path, capsys):
 def test_full_disk_fails_clearly_and_keeps_the_previous_tree(tmp_path, capsys):
     small = tmp_path / "small"
     small.mkdir()
-    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(small)], check=False,
-                             capture_output=True)  # fmt: skip
+    mounted = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(small)], check=False, capture_output=True
+    )
     if mounted.returncode != 0:
         pytest.skip(f"cannot mount a small tmpfs here (needs root): {mounted.stderr.decode().strip()}")
     try:
@@ -187,8 +199,9 @@ def test_full_disk_fails_clearly_and_keeps_the_previous_tree(tmp_path, capsys):
         root = tmp_path / "big"
         (root / "torch_profiler" / "rank0").mkdir(parents=True)
         (root / "torch_profiler" / "rank0" / "trace.json").write_bytes(os.urandom(512 * 1024))
-        code, packed = run(trace_pack, {"root": str(root), "archive": str(tmp_path / "big.tar"), "compression": "none"},
-                           capsys)  # fmt: skip
+        code, packed = run(
+            trace_pack, {"root": str(root), "archive": str(tmp_path / "big.tar"), "compression": "none"}, capsys
+        )
         assert code == 0
         code, out = run(
             combined_traces,
@@ -221,9 +234,13 @@ def test_ranks_come_from_distributed_info_not_names(tmp_path):
 
 @pytest.mark.parametrize(
     "name,rank",
-    [("mi300/resnet-act-checkpoint.json.gz", 0), ("nccl/cpu-only-rank34.json.gz", 34),
-     ("nccl/nccl-data.json.gz", 0), ("mi300/qwen1.5-0.5b-chat.json.gz", None)],
-)  # fmt: skip
+    [
+        ("mi300/resnet-act-checkpoint.json.gz", 0),
+        ("nccl/cpu-only-rank34.json.gz", 34),
+        ("nccl/nccl-data.json.gz", 0),
+        ("mi300/qwen1.5-0.5b-chat.json.gz", None),
+    ],
+)
 def test_real_fixture_trace_ranks(shared_dir, name, rank):
     ranks = _traces.distributed_ranks(str(shared_dir / "fixtures" / "traces" / name))
     assert ranks == ([] if rank is None else [rank])

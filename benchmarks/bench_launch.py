@@ -1,0 +1,107 @@
+"""Launch benchmark on the stand-in cluster: wall time from start to "all ranks started".
+
+Measured in one run, on Docker-in-Docker nodes reached over SSH:
+  n1_s, n3_s        aorta_multinode.yml on 1 and on 3 nodes (target n3/n1 < 1.3: parallel, not serial)
+  shell_n3_s        a plain `ssh node docker run ... && docker exec ... torchrun &` loop doing the same
+                    launch on 3 nodes (the baseline a user would write by hand)
+"All ranks started" is the latest "Initialised distributed training" line over every rank's log.
+Last line: BENCH launch key=value ...
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+from _standin_bench import node_exec, playbook, ssh_argv, standin, subset
+
+OVERRIDES = {"training.max_steps": 2, "profiling.active": 1, "profiling.wait": 0, "profiling.warmup": 0}
+
+
+def started_at(log_text: str) -> float:
+    for line in log_text.splitlines():
+        if "Initialised distributed training" in line:
+            stamp = line.split(" | ")[0]
+            return dt.datetime.strptime(stamp, "%Y-%m-%d %H:%M:%S,%f").replace(tzinfo=dt.timezone.utc).timestamp()
+    raise RuntimeError("no start line in a rank log")
+
+
+def ranks_started(containers: list[str], output_dir: str) -> float:
+    latest = 0.0
+    for container in containers:
+        for log in node_exec(container, "sh", "-c", f"ls /root/aorta/{output_dir}/rank*.log").split():
+            latest = max(latest, started_at(node_exec(container, "cat", log)))
+    return latest
+
+
+def run_playbook(nodes: int, tmp: Path, state: dict) -> float:
+    run_id = f"bench-{nodes}-{uuid.uuid4().hex[:6]}"
+    extra = {
+        "aorta_run_id": run_id,
+        "aorta_results_dir": str(tmp / run_id),
+        "aorta_nproc_per_node": 1,
+        "aorta_training_overrides": OVERRIDES,
+        "aorta_collect_traces": False,
+    }
+    t0 = time.time()
+    proc = playbook("aorta_multinode.yml", subset(nodes, tmp / f"{run_id}.json"), "-e", json.dumps(extra))
+    if proc.returncode != 0:
+        raise RuntimeError(proc.stdout[-3000:])
+    containers = [n["container"] for n in state["nodes"][:nodes]]
+    return ranks_started(containers, f"aorta_runs/{run_id}") - t0
+
+
+def run_shell(nodes: int, state: dict) -> float:
+    run_id = f"bench-shell-{uuid.uuid4().hex[:6]}"
+    head = state["nodes"][0]["vpc_ip"]
+    procs = []
+    t0 = time.time()
+    for rank, node in enumerate(state["nodes"][:nodes]):
+        remote = (
+            f"docker run -d --name {run_id} --network host --ipc host -v /root/aorta:/mnt -w /mnt "
+            f"{state['WORKLOAD_IMAGE']} sleep 600 >/dev/null && "
+            f"docker exec -e GLOO_SOCKET_IFNAME={node['fabric_if']} {run_id} torchrun --nnodes={nodes} "
+            f"--node_rank={rank} --nproc_per_node=1 --master_addr={head} --master_port=29777 train.py "
+            f"--config config/standin.yaml --override training.output_dir=aorta_runs/{run_id} "
+            + " ".join(f"{k}={v}" for k, v in OVERRIDES.items())
+        )
+        procs.append(
+            subprocess.Popen([*ssh_argv(node["mgmt_ip"]), remote], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        )
+    for proc in procs:
+        proc.wait(timeout=600)
+    containers = [n["container"] for n in state["nodes"][:nodes]]
+    try:
+        return ranks_started(containers, f"aorta_runs/{run_id}") - t0
+    finally:
+        for container in containers:
+            subprocess.run(
+                ["docker", "exec", container, "docker", "rm", "-f", run_id], capture_output=True, check=False
+            )
+
+
+def main() -> int:
+    state = standin.up(3)
+    try:
+        with tempfile.TemporaryDirectory(prefix="aorta-bench-launch-") as tmp:
+            n1 = run_playbook(1, Path(tmp), state)
+            n3 = run_playbook(3, Path(tmp), state)
+            shell = run_shell(3, state)
+    finally:
+        standin.down()
+    print(f"playbook start -> all ranks started: 1 node {n1:.1f}s, 3 nodes {n3:.1f}s; shell loop, 3 nodes {shell:.1f}s")
+    print(
+        f"BENCH launch n1_s={n1:.1f} n3_s={n3:.1f} ratio_n3_n1={n3 / n1:.2f} shell_n3_s={shell:.1f} "
+        f"ratio_vs_shell={n3 / shell:.2f} targets=ratio_n3_n1<1.3"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
