@@ -2,7 +2,7 @@
 # make demo: the whole pipeline on a local stand-in cluster, no GPU needed.
 # Stand-in up -> aorta_multinode.yml -> where the results are -> stand-in down (always).
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit 1
 nodes=${N:-2}
 bin=.venv/bin
 trap 'echo; echo "== stand-in down"; python3 tests/standin/standin.py down' EXIT
@@ -14,7 +14,7 @@ echo "== ansible-playbook aorta_multinode.yml -i build/standin/cluster.json -e @
 "$bin/ansible-playbook" aorta_multinode.yml -i build/standin/cluster.json -e @build/standin/vars.yml
 rc=$?
 
-latest=$(ls -td build/results/*/ 2>/dev/null | head -n1)
+latest=$(find build/results -mindepth 1 -maxdepth 1 -type d -printf '%T@ %p/\n' 2>/dev/null | sort -n | tail -n1 | cut -d' ' -f2)
 echo
 echo "== results: ${latest:-none}"
 if [[ -n $latest ]]; then

@@ -11,6 +11,9 @@ command -v rsync >/dev/null || need_pkgs+=(rsync)
 command -v ssh >/dev/null || need_pkgs+=(openssh-client)
 command -v ssh-keygen >/dev/null || need_pkgs+=(openssh-client)
 command -v ip >/dev/null || need_pkgs+=(iproute2)
+command -v zstd >/dev/null || need_pkgs+=(zstd)
+# ansible-test sanity skips its shellcheck test without it.
+command -v shellcheck >/dev/null || need_pkgs+=(shellcheck)
 
 if ((${#need_pkgs[@]})); then
   if [[ $(id -u) -ne 0 || ! -x /usr/bin/apt-get ]]; then
