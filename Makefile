@@ -13,7 +13,7 @@ COLLECTION_LINK := .collections/ansible_collections/aorta/cluster
 export PATH := $(BIN):$(PATH)
 export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
 
-.PHONY: help venv link lint ruff ansible-lint sanity unit integration test bench demo standin-up standin-down clean
+.PHONY: help venv link lint ruff ansible-lint sanity unit integration molecule test bench demo standin-up standin-down clean
 
 help:
 	@echo "make demo   whole pipeline on a local stand-in cluster (no GPU needed)"
@@ -53,9 +53,14 @@ unit: venv
 integration: venv
 	$(BIN)/pytest tests/integration
 
+# molecule drives the collection's playbook against its own stand-in cluster, after pytest's is down.
+molecule: venv
+	$(BIN)/molecule test -s standin
+
 test: venv
 	$(MAKE) ruff ansible-lint sanity
 	$(BIN)/pytest tests/unit tests/integration
+	$(MAKE) molecule
 
 N ?= 2
 demo: venv

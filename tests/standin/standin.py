@@ -219,6 +219,14 @@ def up(nodes: int = 2) -> dict:
         known_hosts.append(keyscan(mgmt_ip))
         table.append((name, mgmt_ip, fabric_ip, interface_of(name, fabric_ip)))
     (OUT / "known_hosts").write_text("".join(known_hosts))
+    # For plain ssh and pytest-testinfra (molecule verify): same key, same host-key check.
+    (OUT / "ssh_config").write_text(
+        "".join(
+            f"Host {ip}\n  User root\n  IdentityFile {key}\n  IdentitiesOnly yes\n"
+            f"  UserKnownHostsFile {OUT / 'known_hosts'}\n  StrictHostKeyChecking yes\n"
+            for ip in node_dict
+        )
+    )
 
     head = next(iter(node_dict))
     cluster = {

@@ -1,0 +1,19 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""testinfra, over SSH, on every stand-in node after converge."""
+
+
+def test_node_runs_its_own_docker_daemon(host):
+    assert host.run("docker info --format '{{.ServerVersion}}'").rc == 0
+
+
+def test_no_run_container_is_left(host):
+    assert host.check_output("docker ps -aq --filter label=aorta.cluster.run") == ""
+
+
+def test_the_run_wrote_traces_on_this_node(host):
+    traces = host.check_output("find /root/aorta/aorta_runs -name 'trace*.json'").split()
+    assert traces, "no trace written by the converge run"
+
+
+def test_sshd_listens(host):
+    assert host.socket("tcp://0.0.0.0:22").is_listening
