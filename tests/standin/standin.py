@@ -257,6 +257,10 @@ aorta_poll_seconds: 2
 aorta_timeout_seconds: 300
 """
     (OUT / "vars.yml").write_text(vars_yml)
+    # The same values as group vars beside the cluster file: Ansible loads them for any play whose
+    # inventory is this cluster.json (molecule's converge), no -e needed.
+    (OUT / "group_vars").mkdir(exist_ok=True)
+    (OUT / "group_vars" / "all.yml").write_text(vars_yml)
     state = {"nodes": [dict(zip(("container", "mgmt_ip", "vpc_ip", "fabric_if"), row)) for row in table], **images}
     (OUT / "state.json").write_text(json.dumps(state, indent=2) + "\n")
     for row in table:
