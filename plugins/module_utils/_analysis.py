@@ -59,9 +59,11 @@ class TraceFileError(Exception):
 if msgspec is not None:
 
     class _Event(msgspec.Struct, omit_defaults=True):
+        # name and args stay raw bytes until an event that matters needs them: most events of a
+        # big trace (python_function, cpu_instant_event) never do, and a str per name costs RAM.
         ph: str = ""
         cat: str = ""
-        name: str = ""
+        name: msgspec.Raw = msgspec.Raw(b'""')
         ts: float = 0.0
         dur: float = 0.0
         pid: object = None
@@ -77,6 +79,7 @@ if msgspec is not None:
 
     _EVENTS_DECODER = msgspec.json.Decoder(_Trace)
     _ARGS_DECODER = msgspec.json.Decoder(dict)
+    _NAME_DECODER = msgspec.json.Decoder(str)
 
 
 def _read(path: str) -> bytes:
@@ -130,6 +133,18 @@ def load(path: str):
 
 def _short(exc: Exception) -> str:
     return str(exc).splitlines()[0][:200]
+
+
+def _name(event) -> str:
+    name = event.name
+    if isinstance(name, str):
+        return name
+    try:
+        decoded = _NAME_DECODER.decode(name)
+    except (msgspec.DecodeError, msgspec.ValidationError):
+        decoded = ""
+    event.name = decoded
+    return decoded
 
 
 def _args(event) -> dict:
@@ -197,11 +212,13 @@ def _clip(intervals, window) -> list:
     return subtract(intervals, subtract(union(intervals), window)) if window else intervals
 
 
-def kernel_category(name: str) -> str:
-    for category, pattern in KERNEL_CATEGORIES:
-        if pattern.search(name):
-            return category
-    return "other"
+def kernel_category(name: str, _cache={}) -> str:  # noqa: B006 - deliberate memo: kernel names repeat
+    category = _cache.get(name)
+    if category is None:
+        category = next((c for c, pattern in KERNEL_CATEGORIES if pattern.search(name)), "other")
+        if len(_cache) < 100_000:
+            _cache[name] = category
+    return category
 
 
 def _stats(values) -> dict:
@@ -231,7 +248,7 @@ def analyse(path: str, include_unlinked_kernels: bool = False) -> dict:
                 if corr is not None:
                     launch_corr.add(corr)
             elif cat in ("user_annotation", "cpu_op"):
-                name = event.name
+                name = _name(event)
                 if cat == "user_annotation" and _STEP.match(name):
                     steps.append((event.ts, event.ts + event.dur))
                 elif _CPU_COMM.match(name):
@@ -255,10 +272,11 @@ def analyse(path: str, include_unlinked_kernels: bool = False) -> dict:
             memcpy.append(span)
             categories["memcpy"] = categories.get("memcpy", 0.0) + event.dur
             continue
-        if event.cat == "kernel" and "nccl" in event.name.lower():
+        name = _name(event)
+        if event.cat == "kernel" and "nccl" in name.lower():
             comm.append(span)
             args = _args(event)
-            key = args.get("Collective name") or event.name.split("(")[0]
+            key = args.get("Collective name") or name.split("(")[0]
             item = collectives.setdefault(key, {"count": 0, "time_ms": 0.0, "bytes": 0})
             item["count"] += 1
             item["time_ms"] += event.dur / 1000.0
@@ -267,7 +285,7 @@ def analyse(path: str, include_unlinked_kernels: bool = False) -> dict:
                 item["bytes"] += nelems * _dtype_size(args.get("dtype"))
         else:
             comp.append(span)
-        cat_name = "other" if event.cat == "gpu_memset" else kernel_category(event.name)
+        cat_name = "other" if event.cat == "gpu_memset" else kernel_category(name)
         categories[cat_name] = categories.get(cat_name, 0.0) + event.dur
 
     result = {
