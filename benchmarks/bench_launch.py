@@ -48,6 +48,7 @@ def run_playbook(nodes: int, tmp: Path, state: dict) -> float:
         "aorta_nproc_per_node": 1,
         "aorta_training_overrides": OVERRIDES,
         "aorta_collect_traces": False,
+        "aorta_master_launch_mode": "torchrun",
     }
     t0 = time.time()
     proc = playbook("aorta_multinode.yml", subset(nodes, tmp / f"{run_id}.json"), "-e", json.dumps(extra))
