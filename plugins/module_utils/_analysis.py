@@ -212,12 +212,15 @@ def _clip(intervals, window) -> list:
     return subtract(intervals, subtract(union(intervals), window)) if window else intervals
 
 
-def kernel_category(name: str, _cache={}) -> str:  # noqa: B006 - deliberate memo: kernel names repeat
-    category = _cache.get(name)
+_CATEGORY_MEMO: dict = {}  # kernel names repeat thousands of times; the regexes are the cost
+
+
+def kernel_category(name: str) -> str:
+    category = _CATEGORY_MEMO.get(name)
     if category is None:
         category = next((c for c, pattern in KERNEL_CATEGORIES if pattern.search(name)), "other")
-        if len(_cache) < 100_000:
-            _cache[name] = category
+        if len(_CATEGORY_MEMO) < 100_000:
+            _CATEGORY_MEMO[name] = category
     return category
 
 

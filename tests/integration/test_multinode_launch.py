@@ -118,3 +118,15 @@ def test_check_mode_shows_each_nodes_commands_and_launches_nothing(standin_clust
     assert "--master_addr=" + standin_cluster.nodes[0]["vpc_ip"] in proc.stdout
     assert standin_cluster.containers_left() == []
     assert not (tmp_path / "check" / "run.json").exists()
+
+
+def test_node_without_the_image_loads_it_from_the_archive(standin_cluster, tmp_path):
+    image = standin_cluster.state["WORKLOAD_IMAGE"]
+    last = len(standin_cluster.nodes) - 1
+    standin_cluster.node_exec(last, "docker", "rmi", "-f", image)
+    proc, run, _results, _elapsed = standin_cluster.run(tmp_path, aorta_collect_traces=False)
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    assert run["status"] == "COMPLETED"
+    loaded = proc.stdout.split("Load the archive]", 1)[1].split("TASK [", 1)[0]
+    assert f"changed: [{standin_cluster.nodes[last]['mgmt_ip']}]" in loaded
+    assert image in standin_cluster.node_exec(last, "docker", "images", "--format", "{{.Repository}}:{{.Tag}}")
