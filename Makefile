@@ -5,7 +5,8 @@ SHELL := /bin/bash
 
 PYENV_ROOT ?= $(shell pyenv root 2>/dev/null)
 # ansible-core 2.20+ needs Python >= 3.12 on the controller; fall back to python3 (gets 2.19).
-PYTHON ?= $(firstword $(wildcard $(PYENV_ROOT)/versions/3.12*/bin/python3.12) $(shell command -v python3))
+# (pyenv's own python3.12 shim refuses unless selected, so look in its versions directory.)
+PYTHON ?= $(firstword $(wildcard $(PYENV_ROOT)/versions/3.12*/bin/python3.12 $(HOME)/.pyenv/versions/3.12*/bin/python3.12 /usr/bin/python3.12 /usr/local/bin/python3.12) $(shell command -v python3))
 VENV := .venv
 BIN := $(CURDIR)/$(VENV)/bin
 STAMP := $(VENV)/.installed

@@ -80,6 +80,8 @@ if msgspec is not None:
     _EVENTS_DECODER = msgspec.json.Decoder(_Trace)
     _ARGS_DECODER = msgspec.json.Decoder(dict)
     _NAME_DECODER = msgspec.json.Decoder(str)
+else:  # pragma: no cover - the standard-library path decodes every field up front
+    _EVENTS_DECODER = _ARGS_DECODER = _NAME_DECODER = None
 
 
 def _read(path: str) -> bytes:
@@ -135,28 +137,25 @@ def _short(exc: Exception) -> str:
     return str(exc).splitlines()[0][:200]
 
 
-def _name(event) -> str:
-    name = event.name
-    if isinstance(name, str):
-        return name
+def _decoded(event, field: str, decoder, empty):
+    """A field msgspec left raw, decoded on first use and kept (events read by json are decoded already)."""
+    value = getattr(event, field)
+    if msgspec is None or not isinstance(value, msgspec.Raw):
+        return value
     try:
-        decoded = _NAME_DECODER.decode(name)
+        value = decoder.decode(value)
     except (msgspec.DecodeError, msgspec.ValidationError):
-        decoded = ""
-    event.name = decoded
-    return decoded
+        value = empty
+    setattr(event, field, value)
+    return value
+
+
+def _name(event) -> str:
+    return _decoded(event, "name", _NAME_DECODER, "")
 
 
 def _args(event) -> dict:
-    args = event.args
-    if isinstance(args, dict):
-        return args
-    try:
-        decoded = _ARGS_DECODER.decode(args)
-    except (msgspec.DecodeError, msgspec.ValidationError):
-        return {}
-    event.args = decoded
-    return decoded
+    return _decoded(event, "args", _ARGS_DECODER, {})
 
 
 def union(intervals) -> list:

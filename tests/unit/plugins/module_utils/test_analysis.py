@@ -46,6 +46,20 @@ def test_gpu_timeline_matches_tracelens(shared_dir, name, unlinked, table):
         assert close(timeline[row], want), f"{row}: {timeline[row]} vs TraceLens {want}"
 
 
+def test_standard_library_alone_gives_the_same_figures(shared_dir, monkeypatch):
+    """Nodes without msgspec decode with json; the figures must not change."""
+    path = str(shared_dir / "fixtures" / "traces" / "mi300" / "resnet-act-checkpoint.json.gz")
+    fast = _analysis.analyse(path)
+    monkeypatch.setattr(_analysis, "msgspec", None)
+    plain = _analysis.analyse(path)
+    for row in ROWS:
+        assert plain["gpu_timeline"][row] == pytest.approx(fast["gpu_timeline"][row], rel=1e-12)
+    assert plain["collectives"] == fast["collectives"]
+    assert plain["iterations"] == fast["iterations"]
+    bad = _analysis.safe_analyse(str(shared_dir / "fixtures" / "traces" / "README.md"))
+    assert "error" in bad
+
+
 def test_kernel_categories_and_collectives_on_a_gpu_trace(shared_dir):
     result = _analysis.analyse(str(shared_dir / "fixtures" / "traces" / "nccl" / "nccl-data.json.gz"))
     assert result["rank"] == 0 and result["world_size"] == 2
