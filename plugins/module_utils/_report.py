@@ -168,9 +168,9 @@ def build_report(
     duration_seconds=None,
 ) -> dict:
     """The whole report for a directory of traces (a combined_traces tree or any folder)."""
-    if not os.path.isdir(traces_dir):
+    if summaries is None and not os.path.isdir(traces_dir):
         raise ReportError(f"aorta_traces_dir: {traces_dir} is not a directory")
-    names = _node_names(traces_dir)
+    names = _node_names(traces_dir) if os.path.isdir(traces_dir) else {}
     if summaries is None:
         summaries = analyse_all(find_traces(traces_dir), include_unlinked_kernels, max_workers)
     errors = [{"file": s["file"], "error": s["error"]} for s in summaries if "error" in s]
@@ -180,13 +180,14 @@ def build_report(
     ):
         if s["rank"] is None:
             # A single-process trace has no distributedInfo: analysed, but not guessed into a rank.
-            unranked.append(_rank_row(s, _node_of(s["file"], traces_dir, names), traces_dir))
+            unranked.append(_rank_row(s, s.get("node") or _node_of(s["file"], traces_dir, names), traces_dir))
             continue
         if s["rank"] in seen:
             duplicates.append(s["file"])
             continue
         seen.add(s["rank"])
-        ranks.append(_rank_row(s, _node_of(s["file"], traces_dir, names), traces_dir))
+        # Summaries made on the nodes carry their node; files read here get it from the tree.
+        ranks.append(_rank_row(s, s.get("node") or _node_of(s["file"], traces_dir, names), traces_dir))
     world = expected_ranks or max([s.get("world_size") or 0 for s in summaries if "error" not in s] + [0])
     missing = [r for r in range(world) if r not in seen]
     nodes = sorted({r["node"] for r in ranks})
@@ -227,7 +228,7 @@ def _rank_row(s: dict, node: str, traces_dir: str) -> dict:
     return {
         "rank": s["rank"],
         "node": node,
-        "file": os.path.relpath(s["file"], traces_dir),
+        "file": s["file"] if s.get("node") else os.path.relpath(s["file"], traces_dir),
         "gpu": s["gpu"],
         "total_time_us": s["total_time_ms"] * 1000.0,
         "iteration_time_ms": s["iterations"]["mean"],

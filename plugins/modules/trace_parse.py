@@ -30,9 +30,15 @@ author:
   - aorta.cluster maintainers (@aorta-cluster)
 options:
   traces_dir:
-    description: Directory of traces.
+    description: Directory of traces (not read when O(summaries) is given).
     type: path
     required: true
+  summaries:
+    description:
+      - Per-file summaries made on the nodes by M(aorta.cluster.trace_summary), each with an added
+        C(node) (inventory name); the report is then built from them and no trace is read here.
+    type: list
+    elements: dict
   report_dir:
     description: Where the report files go.
     type: path
@@ -151,6 +157,7 @@ def main():
     module = AnsibleModule(
         argument_spec={
             "traces_dir": {"type": "path", "required": True},
+            "summaries": {"type": "list", "elements": "dict"},
             "report_dir": {"type": "path", "required": True},
             "include_unlinked_kernels": {"type": "bool", "default": False},
             "expected_results": {"type": "dict", "default": {}},
@@ -177,6 +184,7 @@ def main():
             straggler_threshold=p["straggler_threshold"],
             expected_ranks=p["expected_ranks"],
             duration_seconds=p["duration_seconds"],
+            summaries=p["summaries"],
         )
     except ReportError as exc:
         module.fail_json(msg=str(exc))

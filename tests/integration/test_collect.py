@@ -128,3 +128,17 @@ def test_straggler_node_is_named_in_the_report_after_a_run(standin_cluster, tmp_
     assert [s["rank"] for s in report["stragglers"]][:1] == [slow]
     assert report["stragglers"][0]["node"] == nodes[-1]["mgmt_ip"]
     assert (results / "report.html").exists() and (results / "per_rank.csv").exists()
+
+
+def test_report_from_summaries_made_on_the_nodes_without_moving_traces(standin_cluster, tmp_path):
+    proc, run, results, _elapsed = standin_cluster.run(tmp_path, aorta_collect_traces=False, aorta_parse_on_nodes=True)
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    assert run["status"] == "COMPLETED"
+    assert not (results / "combined_traces").exists()
+    report = json.loads((results / "aorta_benchmark_report.json").read_text())
+    world = 2 * len(standin_cluster.nodes)
+    assert [r["rank"] for r in report["per_rank_summary"]] == list(range(world))
+    assert report["missing_ranks"] == []
+    for row in report["per_rank_summary"]:
+        assert row["node"] == standin_cluster.nodes[row["rank"] // 2]["mgmt_ip"]
+        assert row["iteration_time_ms"] > 0

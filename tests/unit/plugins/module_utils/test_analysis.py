@@ -224,3 +224,16 @@ def test_plain_folder_without_manifest_uses_directories(tmp_path, shared_dir):
     assert report["per_rank_summary"][0]["node"] == "."
     assert [u["file"] for u in report["unranked_traces"]] == ["mi300_qwen1.5-0.5b-chat.json.gz"]
     assert report["unranked_traces"][0]["gpu_timeline"]["total_time"] == pytest.approx(33.13133, rel=1e-3)
+
+
+def test_report_from_node_summaries_needs_no_trace_here(tmp_path):
+    root = combined_tree(tmp_path, [50, 50, 90, 50], bad_file=False)
+    summaries = []
+    for path in _analysis.find_traces(str(root)):
+        summary = _analysis.analyse(path)
+        summaries.append(dict(summary, node=f"host-{summary['rank'] // 2}", file=f"/remote/rank{summary['rank']}.json"))
+    report = _report.build_report(str(tmp_path / "not-here"), summaries=summaries)
+    assert [(s["rank"], s["node"]) for s in report["stragglers"]] == [(2, "host-1")]
+    assert report["per_rank_summary"][0]["file"] == "/remote/rank0.json"
+    with pytest.raises(_report.ReportError, match="is not a directory"):
+        _report.build_report(str(tmp_path / "not-here"))

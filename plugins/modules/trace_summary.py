@@ -1,0 +1,81 @@
+#!/usr/bin/python
+# Copyright (c) aorta.cluster contributors
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+module: trace_summary
+short_description: Analyse a node's own traces where they are and return small per-rank summaries
+version_added: 0.1.0
+description:
+  - The per-rank step of M(aorta.cluster.trace_parse), run ON a node over the traces under O(root),
+    so a large cluster need not move every trace to the controller: only the summaries (a few KB
+    per rank) come back, and M(aorta.cluster.trace_parse) builds the report from them.
+  - Needs only the node's Python standard library (msgspec is used when installed).
+  - Unreadable files are returned as per-file errors; the others are still analysed.
+author:
+  - aorta.cluster maintainers (@aorta-cluster)
+options:
+  root:
+    description: Directory holding the node's traces (the run's output directory).
+    type: path
+    required: true
+  include_unlinked_kernels:
+    description: Count every GPU event, like TraceLens' C(--include_unlinked_kernels).
+    type: bool
+    default: false
+  max_workers:
+    description: Processes analysing files at once on the node; default 1, so training hosts are not loaded.
+    type: int
+    default: 1
+attributes:
+  check_mode:
+    description: Can run in check_mode and return changed status prediction without modifying target.
+    support: full
+    details: Read-only; behaves the same in check mode.
+  diff_mode:
+    description: Will return details on what has changed (or possibly needs changing in check_mode), when in diff mode.
+    support: none
+"""
+
+EXAMPLES = r"""
+- name: Summarise each node's traces where they are
+  aorta.cluster.trace_summary:
+    root: /home/me/aorta/aorta_runs/20261130T101500-a1b2c3
+  register: aorta_node_summary
+"""
+
+RETURN = r"""
+summaries:
+  description:
+    - One entry per trace file, as M(aorta.cluster.trace_parse) computes them (times in ms).
+    - A file that could not be analysed has only C(file) and C(error).
+  returned: always
+  type: list
+  elements: dict
+"""
+
+from ansible.module_utils.basic import AnsibleModule
+
+from ansible_collections.aorta.cluster.plugins.module_utils._analysis import find_traces
+from ansible_collections.aorta.cluster.plugins.module_utils._report import analyse_all
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec={
+            "root": {"type": "path", "required": True},
+            "include_unlinked_kernels": {"type": "bool", "default": False},
+            "max_workers": {"type": "int", "default": 1},
+        },
+        supports_check_mode=True,
+    )
+    paths = find_traces(module.params["root"])
+    summaries = analyse_all(paths, module.params["include_unlinked_kernels"], module.params["max_workers"])
+    module.exit_json(changed=False, summaries=summaries)
+
+
+if __name__ == "__main__":
+    main()
