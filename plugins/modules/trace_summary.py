@@ -10,9 +10,9 @@ module: trace_summary
 short_description: Analyse a node's own traces where they are and return small per-rank summaries
 version_added: 0.1.0
 description:
-  - The per-rank step of M(aorta.cluster.trace_parse), run ON a node over the traces under O(root),
+  - "The per-rank step of M(aorta.cluster.trace_parse), run ON a node over the traces under O(root),
     so a large cluster need not move every trace to the controller: only the summaries (a few KB
-    per rank) come back, and M(aorta.cluster.trace_parse) builds the report from them.
+    per rank) come back, and M(aorta.cluster.trace_parse) builds the report from them."
   - Needs only the node's Python standard library (msgspec is used when installed).
   - Unreadable files are returned as per-file errors; the others are still analysed.
 author:
