@@ -73,13 +73,13 @@ options:
       error:
         description: Why nothing could be collected from this node, if so.
         type: str
+extends_documentation_fragment:
+  - aorta.cluster._attributes
 attributes:
   check_mode:
-    description: Can run in check_mode and return changed status prediction without modifying target.
     support: full
     details: Verifies everything in a scratch directory, reports whether O(dest) would change, leaves it alone.
   diff_mode:
-    description: Will return details on what has changed (or possibly needs changing in check_mode), when in diff mode.
     support: none
 """
 

@@ -45,13 +45,13 @@ options:
     description: Skip the kernel's ephemeral range, where outgoing connections take their local ports.
     type: bool
     default: true
+extends_documentation_fragment:
+  - aorta.cluster._attributes
 attributes:
   check_mode:
-    description: Can run in check_mode and return changed status prediction without modifying target.
     support: full
     details: The module only probes; it behaves the same in check mode.
   diff_mode:
-    description: Will return details on what has changed (or possibly needs changing in check_mode), when in diff mode.
     support: none
 notes:
   - There is a window between the pick and torchrun's bind in which another process can take the

@@ -34,13 +34,13 @@ options:
     description: Stop after this many seconds at the latest.
     type: int
     default: 60
+extends_documentation_fragment:
+  - aorta.cluster._attributes
 attributes:
   check_mode:
-    description: Can run in check_mode and return changed status prediction without modifying target.
     support: full
     details: Listening changes nothing on the node; the module behaves the same in check mode.
   diff_mode:
-    description: Will return details on what has changed (or possibly needs changing in check_mode), when in diff mode.
     support: none
 """
 

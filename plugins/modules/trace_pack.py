@@ -36,13 +36,13 @@ options:
     type: str
     choices: [auto, zstd, gzip, none]
     default: auto
+extends_documentation_fragment:
+  - aorta.cluster._attributes
 attributes:
   check_mode:
-    description: Can run in check_mode and return changed status prediction without modifying target.
     support: full
     details: Lists and hashes the files but writes no archive.
   diff_mode:
-    description: Will return details on what has changed (or possibly needs changing in check_mode), when in diff mode.
     support: none
 """
 

@@ -81,13 +81,13 @@ options:
   duration_seconds:
     description: The run's duration, recorded in the report.
     type: float
+extends_documentation_fragment:
+  - aorta.cluster._attributes
 attributes:
   check_mode:
-    description: Can run in check_mode and return changed status prediction without modifying target.
     support: full
     details: Analyses and returns the report but writes no file.
   diff_mode:
-    description: Will return details on what has changed (or possibly needs changing in check_mode), when in diff mode.
     support: none
 requirements:
   - msgspec (optional, faster decoding)
