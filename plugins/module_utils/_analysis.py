@@ -71,17 +71,20 @@ if msgspec is not None:
         id: object = None
         args: msgspec.Raw = msgspec.Raw(b"{}")
 
-    class _Trace(msgspec.Struct):
-        # Kineto's own key names.
-        traceEvents: list[_Event] = msgspec.field(default_factory=list)
+    class _Outline(msgspec.Struct):
+        # Each event kept as its raw bytes: decoded a batch at a time, so the decoded events of
+        # a multi-GB trace never all exist at once.
+        traceEvents: msgspec.Raw = msgspec.Raw(b"[]")
         distributedInfo: object = None
         deviceProperties: object = None
 
-    _EVENTS_DECODER = msgspec.json.Decoder(_Trace)
+    _EVENTS_DECODER = msgspec.json.Decoder(_Outline)
+    _BATCH_DECODER = msgspec.json.Decoder(list[_Event])
     _ARGS_DECODER = msgspec.json.Decoder(dict)
     _NAME_DECODER = msgspec.json.Decoder(str)
 else:  # pragma: no cover - the standard-library path decodes every field up front
-    _EVENTS_DECODER = _ARGS_DECODER = _NAME_DECODER = None
+    _EVENTS_DECODER = _BATCH_DECODER = _ARGS_DECODER = _NAME_DECODER = None
+_CHUNK_BYTES = 16 << 20  # about 16 MB of events decoded at a time
 
 
 def _read(path: str) -> bytes:
@@ -119,10 +122,16 @@ def load(path: str):
         raise TraceFileError(f"{path}: empty file")
     if msgspec is not None:
         try:
-            trace = _EVENTS_DECODER.decode(data)
+            outline = _EVENTS_DECODER.decode(data)
         except (msgspec.DecodeError, msgspec.ValidationError) as exc:
             raise TraceFileError(f"{path}: not a Kineto trace: {_short(exc)}") from None
-        return trace.traceEvents, trace.distributedInfo, trace.deviceProperties
+        array = outline.traceEvents
+        first = data.find(b"[", data.find(b'"traceEvents"'))
+        last = first + len(array) - 1
+        if first < 0 or data[last : last + 1] != b"]" or data[first : first + 64] != memoryview(array)[:64].tobytes():
+            # Not where a Kineto writer puts it: decode the raw array on its own.
+            data, first, last = bytes(array), 0, len(array) - 1
+        return _batched(path, data, first, last), outline.distributedInfo, outline.deviceProperties
     try:
         raw = json.loads(data)
     except (ValueError, RecursionError) as exc:
@@ -131,6 +140,34 @@ def load(path: str):
         raise TraceFileError(f"{path}: not a Kineto trace: no traceEvents array")
     events = [_Plain(e) for e in raw.get("traceEvents", []) if isinstance(e, dict)]
     return events, raw.get("distributedInfo"), raw.get("deviceProperties")
+
+
+def _batched(path: str, data: bytes, first: int, last: int):
+    """Events of the ``traceEvents`` array ``data[first:last + 1]``, decoded about 8 MB at a time.
+
+    The array is cut after a ``}`` followed by ``,``; a cut that falls inside a string makes the
+    piece fail to decode, and the cut moves on to the next candidate.
+    """
+    view = memoryview(data)
+    pos = first + 1  # after [
+    while pos < last:
+        cut = min(pos + _CHUNK_BYTES, last)
+        while True:
+            if cut < last:
+                found = data.find(b"},", cut, last)
+                cut = last if found < 0 else found + 1
+            piece = bytearray(b"[")
+            piece += view[pos:cut]
+            piece += b"]"
+            try:
+                events = _BATCH_DECODER.decode(piece)
+                break
+            except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+                if cut >= last:
+                    raise TraceFileError(f"{path}: not a Kineto trace: {_short(exc)}") from None
+        del piece
+        yield from events
+        pos = cut + 1  # past the comma
 
 
 def _short(exc: Exception) -> str:
@@ -240,27 +277,37 @@ def analyse(path: str, include_unlinked_kernels: bool = False) -> dict:
     events, dist_info, _devices = load(path)
     launch_corr, flow_start, flow_end, gpu = set(), set(), {}, []
     steps, cpu_comm, cpu_ops = [], [], []
+    # The hot loop over every event: bound methods and sets, no attribute lookups it can avoid.
+    gpu_cats, launch_cats, cpu_cats = (
+        frozenset(GPU_CATS),
+        frozenset(LAUNCH_CATS),
+        frozenset(("user_annotation", "cpu_op")),
+    )
+    step_match, comm_match = _STEP.match, _CPU_COMM.match
     for event in events:
-        ph, cat = event.ph, event.cat
-        if ph == "X":
-            if cat in GPU_CATS:
+        cat = event.cat
+        if event.ph == "X":
+            if cat in cpu_cats:
+                name = _name(event)
+                span = (event.ts, event.ts + event.dur)
+                if cat == "user_annotation" and step_match(name):
+                    steps.append(span)
+                elif comm_match(name):
+                    cpu_comm.append(span)
+                else:  # aten ops and record_function ranges (forward, optimizer step, ...)
+                    cpu_ops.append(span)
+            elif cat in gpu_cats:
+                _name(event)  # decoded now: the raw field would keep its whole batch in memory
+                _args(event)
                 gpu.append(event)
-            elif cat in LAUNCH_CATS:
+            elif cat in launch_cats:
                 corr = _args(event).get("correlation")
                 if corr is not None:
                     launch_corr.add(corr)
-            elif cat in ("user_annotation", "cpu_op"):
-                name = _name(event)
-                if cat == "user_annotation" and _STEP.match(name):
-                    steps.append((event.ts, event.ts + event.dur))
-                elif _CPU_COMM.match(name):
-                    cpu_comm.append((event.ts, event.ts + event.dur))
-                else:  # aten ops and record_function ranges (forward, optimizer step, ...)
-                    cpu_ops.append((event.ts, event.ts + event.dur))
         elif cat == "ac2g":
-            if ph == "s":
+            if event.ph == "s":
                 flow_start.add(event.id)
-            elif ph == "f":
+            elif event.ph == "f":
                 flow_end[event.id] = (event.pid, event.tid)
 
     comp, comm, memcpy, categories, collectives = [], [], [], {}, {}

@@ -237,3 +237,21 @@ def test_report_from_node_summaries_needs_no_trace_here(tmp_path):
     assert report["per_rank_summary"][0]["file"] == "/remote/rank0.json"
     with pytest.raises(_report.ReportError, match="is not a directory"):
         _report.build_report(str(tmp_path / "not-here"))
+
+
+def test_chunked_decoding_survives_cuts_inside_strings(tmp_path, monkeypatch):
+    """Events are decoded a few MB at a time, cut after '},'; a name holding '},' must not break it."""
+    events = []
+    for i in range(400):
+        events.append(step(f"ProfilerStep#{i}", i * 1000.0, 900.0))
+        events.append(step('weird},{"name": "x"},', i * 1000.0, 400.0, cat="cpu_op"))
+        events.append(step("gloo:all_reduce", i * 1000.0 + 400, 500.0, tid=2))
+    path = tmp_path / "trace.json"
+    path.write_text(json.dumps({"distributedInfo": {"rank": 0, "world_size": 1}, "traceEvents": events}))
+    monkeypatch.setattr(_analysis, "_CHUNK_BYTES", 97)  # cuts land everywhere, inside strings too
+    chunked = _analysis.analyse(str(path))
+    monkeypatch.setattr(_analysis, "msgspec", None)
+    plain = _analysis.analyse(str(path))
+    assert chunked["iterations"] == plain["iterations"] and chunked["iterations"]["count"] == 400
+    assert chunked["comm_time_ms"] == pytest.approx(plain["comm_time_ms"])
+    assert chunked["compute_time_ms"] == pytest.approx(plain["compute_time_ms"])
