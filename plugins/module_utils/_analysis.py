@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import gzip
 import json
-import math
 import os
 import re
 import statistics
@@ -441,7 +440,3 @@ def find_traces(root: str) -> list:
                 continue
             found.append(os.path.join(dirpath, name))
     return sorted(found)
-
-
-def is_finite(value) -> bool:
-    return isinstance(value, (int, float)) and math.isfinite(value)
