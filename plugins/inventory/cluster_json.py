@@ -47,7 +47,11 @@ options:
     description:
       - The cluster file a YAML source file points at; a relative path is taken from the source
         file's directory. Not used when the cluster file itself is the source.
+      - The environment variable lets an AWX credential supply the file (its injector writes the file
+        and sets the variable to its path).
     type: str
+    env:
+      - name: AORTA_CLUSTER_FILE
   connection_vars:
     description:
       - Set C(ansible_user) and C(ansible_ssh_private_key_file) or C(ansible_password) from the file.
@@ -70,6 +74,11 @@ EXAMPLES = r"""
 plugin: aorta.cluster.cluster_json
 path: cluster.json
 ---
+# AWX: the cluster file comes from a credential whose injector sets AORTA_CLUSTER_FILE
+# (see docs/awx.md); the source file then names no path.
+plugin: aorta.cluster.cluster_json
+connection_vars: false
+---
 # Same file, connection from an AWX Machine credential, plus a group per rack
 plugin: aorta.cluster.cluster_json
 path: /runner/project/inventories/prod/cluster.json
@@ -86,11 +95,6 @@ from ansible.plugins.inventory import BaseInventoryPlugin, Cacheable, Constructa
 from ansible.utils.unsafe_proxy import wrap_var
 
 from ansible_collections.aorta.cluster.plugins.plugin_utils import _cluster_file
-
-GROUP_ALL = "aorta_nodes"
-GROUP_HEAD = "aorta_head"
-GROUP_WORKERS = "aorta_workers"
-
 
 class InventoryModule(BaseInventoryPlugin, Constructable, Cacheable):
     NAME = "aorta.cluster.cluster_json"
@@ -124,7 +128,9 @@ class InventoryModule(BaseInventoryPlugin, Constructable, Cacheable):
             self._read_config_data(path)
             cluster_path = self.get_option("path")
             if not cluster_path:
-                raise AnsibleParserError(f"{path}: path: not set; point it at the cluster.json file")
+                raise AnsibleParserError(
+                    f"{path}: path: not set (nor AORTA_CLUSTER_FILE); point it at the cluster.json file"
+                )
             # Relative to the source file, so an AWX project or a checkout works from any cwd.
             cluster_path = os.path.join(os.path.dirname(os.path.abspath(path)), os.path.expanduser(cluster_path))
         else:
@@ -154,40 +160,18 @@ class InventoryModule(BaseInventoryPlugin, Constructable, Cacheable):
 
     def _populate(self, cluster):
         inventory = self.inventory
-        for group in (GROUP_ALL, GROUP_HEAD, GROUP_WORKERS):
+        for group in (_cluster_file.GROUP_ALL, _cluster_file.GROUP_HEAD, _cluster_file.GROUP_WORKERS):
             inventory.add_group(group)
         # Cluster-file values are data: wrap_var keeps them from ever being templated.
-        group_vars = {
-            "aorta_cluster_env": cluster.env_vars,
-            "aorta_cluster_orchestrator": cluster.orchestrator,
-            "aorta_cluster_container": cluster.container or {},
-            "aorta_cluster_file": os.path.abspath(cluster.path),
-        }
-        for name, value in group_vars.items():
-            inventory.set_variable(GROUP_ALL, name, wrap_var(value))
+        for name, value in _cluster_file.group_vars(cluster).items():
+            inventory.set_variable(_cluster_file.GROUP_ALL, name, wrap_var(value))
 
-        connection_vars = self.get_option("connection_vars")
         strict = self.get_option("strict")
-        for node in cluster.nodes:
-            host = node.name
-            inventory.add_host(host, group=GROUP_ALL)
-            inventory.add_child(GROUP_HEAD if node.rank == 0 else GROUP_WORKERS, host)
-            hostvars = dict(node.extra)
-            hostvars.update(
-                ansible_host=node.name,
-                aorta_node_rank=node.rank,
-                aorta_mgmt_ip=node.name,
-                aorta_vpc_ip=node.vpc_ip,
-                aorta_bmc_ip=node.bmc_ip,
-                aorta_rack_id=node.rack_id,
-            )
-            if connection_vars:
-                hostvars["ansible_user"] = cluster.username
-                if cluster.priv_key_file:
-                    hostvars["ansible_ssh_private_key_file"] = cluster.priv_key_file
-                if cluster.password:
-                    hostvars["ansible_password"] = cluster.password
-            for name, value in hostvars.items():
+        for record in _cluster_file.host_records(cluster, self.get_option("connection_vars")):
+            host = record["name"]
+            inventory.add_host(host, group=_cluster_file.GROUP_ALL)
+            inventory.add_child(record["groups"][1], host)
+            for name, value in record["vars"].items():
                 inventory.set_variable(host, name, wrap_var(value))
             all_vars = inventory.get_host(host).get_vars()
             self._set_composite_vars(self.get_option("compose"), all_vars, host, strict=strict)

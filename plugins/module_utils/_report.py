@@ -107,6 +107,21 @@ def stragglers(ranks: list, threshold: float) -> tuple:
     return slow, slow_nodes
 
 
+def _threshold_limit(name, raw):
+    """A threshold as a number; text (an AWX survey answer, ``k=v`` words) is converted, and an empty
+    answer means the check is not wanted."""
+    if raw is None or (isinstance(raw, str) and not raw.strip()):
+        return None
+    if isinstance(raw, (int, float)) and not isinstance(raw, bool):
+        return raw
+    try:
+        if isinstance(raw, str):
+            return float(raw)
+    except ValueError:
+        pass
+    raise ReportError(f"aorta_expected_results: {name}: {raw!r} is not a number")
+
+
 def check_thresholds(performance: dict, expected: dict) -> list:
     """CVS's expected_results, each with pass/fail and the reason."""
     unknown = sorted(set(expected) - set(THRESHOLDS))
@@ -125,7 +140,7 @@ def check_thresholds(performance: dict, expected: dict) -> list:
         else None,
     }
     for name in THRESHOLDS:
-        limit = expected.get(name)
+        limit = _threshold_limit(name, expected.get(name))
         if limit is None:
             continue
         value = values[name]

@@ -361,3 +361,43 @@ def looks_like_cluster_file(path: str, head_bytes: int = 1 << 20) -> bool:
     except OSError:
         return False
     return head.lstrip()[:1] == b"{" and b'"node_dict"' in head
+
+
+GROUP_ALL = "aorta_nodes"
+GROUP_HEAD = "aorta_head"
+GROUP_WORKERS = "aorta_workers"
+
+
+def group_vars(cluster: Cluster) -> dict[str, Any]:
+    """Variables of group ``aorta_nodes``: the file's blocks that apply to every node."""
+    return {
+        "aorta_cluster_env": cluster.env_vars,
+        "aorta_cluster_orchestrator": cluster.orchestrator,
+        "aorta_cluster_container": cluster.container or {},
+        "aorta_cluster_file": os.path.abspath(cluster.path),
+    }
+
+
+def host_records(cluster: Cluster, connection_vars: bool = True) -> list[dict[str, Any]]:
+    """One ``{name, groups, vars, extra}`` per node in rank order; the inventory plugin and the
+    ``aorta_cluster_file`` route (add_host) both build their hosts from this."""
+    records = []
+    for node in cluster.nodes:
+        hostvars = dict(node.extra)
+        hostvars.update(
+            ansible_host=node.name,
+            aorta_node_rank=node.rank,
+            aorta_mgmt_ip=node.name,
+            aorta_vpc_ip=node.vpc_ip,
+            aorta_bmc_ip=node.bmc_ip,
+            aorta_rack_id=node.rack_id,
+        )
+        if connection_vars:
+            hostvars["ansible_user"] = cluster.username
+            if cluster.priv_key_file:
+                hostvars["ansible_ssh_private_key_file"] = cluster.priv_key_file
+            if cluster.password:
+                hostvars["ansible_password"] = cluster.password
+        groups = [GROUP_ALL, GROUP_HEAD if node.rank == 0 else GROUP_WORKERS]
+        records.append({"name": node.name, "groups": groups, "vars": hostvars, "extra": dict(node.extra)})
+    return records

@@ -10,6 +10,7 @@ pinned by unit tests.
 
 from __future__ import annotations
 
+import json
 import re
 import shlex
 from collections.abc import Mapping, Sequence
@@ -67,20 +68,44 @@ def override_value(value: Any) -> str:
     return str(value)
 
 
-def override_tokens(overrides: Any) -> list[str]:
-    """``key=value`` tokens, in the mapping's order, for the ONE ``--override`` group."""
+def _override_items(overrides: Any) -> list[tuple[Any, Any]]:
+    """(key, value) pairs from a mapping, a list of ``key=value`` strings, or a string: an AWX survey
+    answer is text, either a JSON object or ``key=value`` words split by spaces or newlines."""
     if overrides in (None, ""):
         return []
+    if isinstance(overrides, str):
+        text = overrides.strip()
+        if text.startswith("{"):
+            try:
+                overrides = json.loads(text)
+            except ValueError as exc:
+                raise LaunchError(f"aorta_training_overrides: not a JSON object: {exc}") from None
+        else:
+            try:
+                overrides = shlex.split(text)
+            except ValueError as exc:
+                raise LaunchError(f"aorta_training_overrides: cannot split {text!r}: {exc}") from None
     if isinstance(overrides, Mapping):
-        items = list(overrides.items())
-    elif isinstance(overrides, Sequence) and not isinstance(overrides, str):
+        return list(overrides.items())
+    if isinstance(overrides, Sequence) and not isinstance(overrides, str):
         items = []
         for token in overrides:
             if not isinstance(token, str) or "=" not in token:
-                raise LaunchError(f"aorta_training_overrides: list entries must be 'key=value' strings, got {token!r}")
+                raise LaunchError(f"aorta_training_overrides: entries must be 'key=value', got {token!r}")
             items.append(tuple(token.split("=", 1)))
-    else:
-        raise LaunchError("aorta_training_overrides: must be a mapping of dotted keys to values")
+        return items
+    raise LaunchError("aorta_training_overrides: must be a mapping of dotted keys to values")
+
+
+def override_tokens(overrides: Any, output_dir: str | None = None) -> list[str]:
+    """``key=value`` tokens, in the given order, for the ONE ``--override`` group; ``output_dir``
+    comes first as ``training.output_dir``."""
+    items = _override_items(overrides)
+    if output_dir:
+        if any(key == "training.output_dir" for key, _ in items):
+            # Collection and teardown look in the run-scoped directory; a second one would be lost.
+            raise LaunchError("aorta_training_overrides: training.output_dir: set aorta_output_dir instead")
+        items.insert(0, ("training.output_dir", output_dir))
     tokens = []
     for key, value in items:
         if not isinstance(key, str) or not _OVERRIDE_KEY.match(key):
@@ -134,7 +159,7 @@ def torchrun_argv(spec: Mapping[str, Any]) -> list[str]:
     ]
     argv += _str_list("aorta_extra_torchrun_args", spec.get("extra_torchrun_args"))
     argv += [str(spec["train_script"]), "--config", str(spec["config"])]
-    tokens = override_tokens(spec.get("overrides"))
+    tokens = override_tokens(spec.get("overrides"), spec.get("output_dir"))
     if tokens:
         argv += ["--override", *tokens]
     argv += _str_list("aorta_extra_train_args", spec.get("extra_train_args"))

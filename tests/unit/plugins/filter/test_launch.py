@@ -113,7 +113,11 @@ def test_no_override_flag_without_overrides():
         ({"extra_torchrun_args": "--a --b"}, "aorta_extra_torchrun_args: must be a list"),
         ({"overrides": {"a b": 1}}, "not a dotted config key"),
         ({"overrides": {"x": {"y": 1}}}, "may not be a mapping"),
-        ({"overrides": "a=1"}, "must be a mapping"),
+        ({"overrides": 7}, "must be a mapping"),
+        ({"overrides": "{not json"}, "not a JSON object"),
+        ({"overrides": "a='unclosed"}, "cannot split"),
+        ({"overrides": "a=1 lonely"}, "entries must be 'key=value'"),
+        ({"overrides": {"training.output_dir": "x"}, "output_dir": "runs/1"}, "set aorta_output_dir instead"),
     ],
 )
 def test_argv_errors_name_the_variable(change, words):
@@ -193,3 +197,24 @@ def test_launch_script_rejects_bad_variable_names():
         F["launch_script"](["true"], {"BAD-NAME": "1"})
     with pytest.raises(AnsibleFilterError, match="empty command"):
         F["launch_script"]([], {})
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        "training.max_steps=15 profiling.active=6",
+        "training.max_steps=15\nprofiling.active=6\n",
+        '{"training.max_steps": 15, "profiling.active": 6}',
+        ["training.max_steps=15", "profiling.active=6"],
+        {"training.max_steps": 15, "profiling.active": 6},
+    ],
+)
+def test_overrides_from_an_awx_survey_answer(answer):
+    """A survey textarea arrives as text; every form gives the same single --override group."""
+    argv = F["torchrun_argv"](dict(SPEC, overrides=answer, output_dir="aorta_runs/r1"))
+    group = argv[argv.index("--override") + 1 :]
+    assert group == ["training.output_dir=aorta_runs/r1", "training.max_steps=15", "profiling.active=6"]
+
+
+def test_override_text_keeps_quoted_spaces():
+    assert _launch.override_tokens("model.name='tiny model' a.b=1") == ["model.name=tiny model", "a.b=1"]

@@ -127,8 +127,21 @@ def test_yaml_source_resolves_path_from_its_own_directory(tmp_path, monkeypatch)
 def test_yaml_source_without_path_is_a_clear_error(tmp_path, monkeypatch):
     source = tmp_path / "aorta.yml"
     source.write_text("plugin: aorta.cluster.cluster_json\n")
-    with pytest.raises(AnsibleParserError, match=r"aorta.yml: path: not set"):
+    monkeypatch.delenv("AORTA_CLUSTER_FILE", raising=False)
+    with pytest.raises(AnsibleParserError, match=r"aorta.yml: path: not set \(nor AORTA_CLUSTER_FILE\)"):
         run_plugin(source, monkeypatch)
+
+
+def test_yaml_source_takes_the_file_from_an_awx_credential_env(tmp_path, monkeypatch):
+    """An AWX credential injector writes the file and sets AORTA_CLUSTER_FILE to its path."""
+    injected = write(tmp_path, CLUSTER, "tmpabc123")
+    source = tmp_path / "aorta.yml"
+    source.write_text("plugin: aorta.cluster.cluster_json\nconnection_vars: false\n")
+    monkeypatch.setenv("AORTA_CLUSTER_FILE", str(injected))
+    inventory = run_plugin(source, monkeypatch)
+    assert [h.name for h in inventory.groups["aorta_nodes"].get_hosts()] == ["mgmt-b", "mgmt-a", "mgmt-c"]
+    assert "ansible_user" not in hostvars(inventory, "mgmt-a")
+    assert inventory.groups["aorta_nodes"].get_vars()["aorta_cluster_file"] == str(injected)
 
 
 def test_foreign_yaml_and_json_are_declined(tmp_path):

@@ -197,6 +197,11 @@ def test_report_fields_and_thresholds(tmp_path):
     row = report["per_rank_summary"][0]
     assert set(row) >= {"rank", "node", "file", "gpu_timeline"}
     assert row["node"] == "gpu-a" and row["file"].startswith("node_0/")
+    # A survey answer is text: numbers in text are converted, an empty answer skips the check.
+    text_checks = _report.check_thresholds(perf, {"max_avg_iteration_ms": "150", "min_overlap_ratio": ""})
+    assert [(c["name"], c["passed"], c["threshold"]) for c in text_checks] == [("max_avg_iteration_ms", True, 150.0)]
+    with pytest.raises(_report.ReportError, match=r"min_compute_ratio: 'half' is not a number"):
+        _report.check_thresholds(perf, {"min_compute_ratio": "half"})
     with pytest.raises(_report.ReportError, match="unknown threshold max_iteration"):
         _report.build_report(str(root), expected_results={"max_iteration": 1})
 
