@@ -96,6 +96,7 @@ from ansible.utils.unsafe_proxy import wrap_var
 
 from ansible_collections.aorta.cluster.plugins.plugin_utils import _cluster_file
 
+
 class InventoryModule(BaseInventoryPlugin, Constructable, Cacheable):
     NAME = "aorta.cluster.cluster_json"
 

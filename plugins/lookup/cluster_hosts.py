@@ -21,7 +21,9 @@ description:
   - An invalid file fails with one line naming the file and the key.
 options:
   _terms:
-    description: Path of the cluster file; a relative path is taken from the working directory (in AWX, the project directory).
+    description:
+      - Path of the cluster file; a relative path is taken from the working directory (in AWX, the
+        project directory).
     required: true
     type: list
     elements: str
