@@ -1,0 +1,85 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""The execution-environment files: ansible-builder's own schema and readers accept them, and the
+versions they pin are the ones this checkout is tested with. (No image is built here: the base
+image and Galaxy are not reachable; tests/integration/test_packaging.py renders the build context.)"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import re
+from pathlib import Path
+
+import yaml
+from ansible_builder._target_scripts import introspect
+from ansible_builder.ee_schema import validate_schema
+from packaging.requirements import Requirement
+
+REPO = Path(__file__).resolve().parents[2]
+# The collections the ansible package bundles: the venv every test here runs with.
+BUNDLED = Path(str(importlib.metadata.distribution("ansible").locate_file("ansible_collections")))
+
+
+def ee_definition() -> dict:
+    return yaml.safe_load((REPO / "execution-environment.yml").read_text())
+
+
+def dev_pins() -> dict[str, str]:
+    pins = {}
+    for raw in (REPO / "requirements-dev.txt").read_text().splitlines():
+        line = raw.split("#", 1)[0].strip()
+        if "==" in line:
+            name, version = line.split("==", 1)
+            pins[name.strip().lower()] = version.strip()
+    return pins
+
+
+def test_definition_passes_ansible_builder_schema():
+    definition = ee_definition()
+    validate_schema(definition)
+    assert definition["version"] == 3
+
+
+def test_pinned_ansible_core_and_runner_are_the_tested_ones():
+    deps = ee_definition()["dependencies"]
+    for key, dist in (("ansible_core", "ansible-core"), ("ansible_runner", "ansible-runner")):
+        requirement = Requirement(deps[key]["package_pip"])
+        assert requirement.name == dist
+        assert importlib.metadata.version(dist) in requirement.specifier, (key, requirement)
+        assert str(requirement.specifier) == f"=={dev_pins()[dist]}"
+
+
+def test_galaxy_collections_are_this_artifact_and_the_bundled_versions():
+    galaxy = yaml.safe_load((REPO / "galaxy.yml").read_text())
+    definition = ee_definition()
+    collections = {c["name"]: c for c in definition["dependencies"]["galaxy"]["collections"]}
+    artifact = f"{galaxy['namespace']}-{galaxy['name']}-{galaxy['version']}.tar.gz"
+    local = [name for name, c in collections.items() if c.get("type") == "file"]
+    assert [name.rsplit("/", 1)[1] for name in local] == [artifact]
+    added = definition["additional_build_files"][0]
+    assert added["src"] == f"build/dist/{artifact}"
+    assert (
+        f"ADD _build/{added['dest']} {local[0].rsplit('/', 1)[0]}"
+        in definition["additional_build_steps"]["prepend_galaxy"]
+    )
+    for name in ("ansible.posix", "community.docker"):
+        manifest = BUNDLED.joinpath(*name.split("."), "MANIFEST.json")
+        bundled = yaml.safe_load(manifest.read_text())["collection_info"]["version"]
+        assert collections[name]["version"] == bundled, name
+    # Everything galaxy.yml depends on is in the EE.
+    assert set(galaxy["dependencies"]) <= set(collections)
+
+
+def test_collection_meta_is_read_by_ansible_builder():
+    """meta/execution-environment.yml as ansible-builder's introspection reads an installed collection."""
+    python, system = introspect.process_collection(str(REPO))
+    listed = [line for line in (REPO / "meta/ee-requirements.txt").read_text().splitlines() if line[:1].isalpha()]
+    assert python == listed
+    requirements = [Requirement(line) for line in python]
+    assert {r.name for r in requirements} == {"msgspec", "matplotlib"}
+    pins = dev_pins()
+    for requirement in requirements:
+        assert pins[requirement.name] in requirement.specifier, requirement
+    packages = {re.split(r"\s", line, maxsplit=1)[0] for line in system}
+    assert {"rsync", "zstd", "openssh-clients", "openssh-client"} <= packages
+    for line in system:
+        assert re.fullmatch(r"[A-Za-z0-9_.+-]+( \[[a-z:0-9 ]+\])?", line), line
