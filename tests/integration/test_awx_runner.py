@@ -1,0 +1,182 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""The playbook driven the way AWX drives it: ansible-runner, a private data directory (env/extravars
+with the survey's answers as AWX types them, env/ssh_key from a Machine credential, the user on the
+command line), the project as working directory, and an inventory AWX generated from an inventory
+source. Assertions are on what AWX reads back: the runner's status, its artifacts, the job events
+and the stats set_stats hands over."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import subprocess
+import sys
+from pathlib import Path
+
+import ansible_runner
+import pytest
+import standin  # tests/standin, put on sys.path by conftest
+import yaml
+
+REPO = Path(__file__).resolve().parents[2]
+BIN = Path(sys.executable).parent
+
+pytestmark = pytest.mark.standin
+
+SURVEY = json.loads((REPO / "examples" / "awx" / "survey_spec.json").read_text())
+TEMPLATE = json.loads((REPO / "examples" / "awx" / "job_template.json").read_text())
+
+
+def standin_vars() -> dict:
+    """What a real cluster's inventory or job template would carry, and the stand-in changes.
+    The host keys stay checked; IdentitiesOnly goes, since the key is in ssh-agent, as in AWX."""
+    values = yaml.safe_load(standin.OUT.joinpath("vars.yml").read_text())
+    values["ansible_ssh_common_args"] = (
+        f"-o UserKnownHostsFile={standin.OUT / 'known_hosts'} -o StrictHostKeyChecking=yes"
+    )
+    return values
+
+
+def survey_answers(**answers) -> dict:
+    """Extra variables as AWX builds them from a survey: every question's default, then the
+    answers given; integer questions arrive as int, the rest as text. Unanswered optional
+    questions are left out."""
+    values = {}
+    for question in SURVEY["spec"]:
+        value = answers.get(question["variable"], question.get("default", ""))
+        if value == "" and not question["required"]:
+            continue
+        values[question["variable"]] = int(value) if question["type"] == "integer" else str(value)
+    return values
+
+
+def private_data_dir(tmp_path, inventory_script: str, extravars: dict):
+    pdd = tmp_path / "pdd"
+    (pdd / "env").mkdir(parents=True)
+    (pdd / "inventory").mkdir()
+    (pdd / "env" / "extravars").write_text(yaml.safe_dump(extravars))
+    # A Machine credential: the key goes to ssh-agent (never to disk in the job), the user to -u.
+    (pdd / "env" / "ssh_key").write_text((standin.OUT / "id_ed25519").read_text())
+    (pdd / "env" / "cmdline").write_text("-u root")
+    (pdd / "env" / "envvars").write_text(yaml.safe_dump({"PATH": f"{BIN}:{os.environ['PATH']}"}))
+    script = pdd / "inventory" / "hosts"
+    script.write_text(inventory_script)
+    script.chmod(script.stat().st_mode | stat.S_IXUSR)
+    return pdd
+
+
+def awx_inventory_from_source(cluster_json) -> str:
+    """What an AWX inventory update stores and a job then reads: `ansible-inventory --list --export`
+    of the source file inventories/awx/credential_file.yml, the cluster file injected by the
+    'Aorta cluster file' credential as AORTA_CLUSTER_FILE; served to the job as an inventory script."""
+    exported = subprocess.run(
+        [str(BIN / "ansible-inventory"), "-i", "inventories/awx/credential_file.yml", "--list", "--export"],
+        cwd=REPO,
+        env=dict(os.environ, AORTA_CLUSTER_FILE=str(cluster_json), ANSIBLE_CONFIG=str(REPO / "ansible.cfg")),
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    return f"#!/bin/sh\ncat <<'AWX_INVENTORY'\n{exported}\nAWX_INVENTORY\n"
+
+
+def job_events(runner) -> list[dict]:
+    return list(runner.events)
+
+
+def stats(runner) -> dict:
+    final = [e for e in runner.events if e.get("event") == "playbook_on_stats"]
+    assert final, "no playbook_on_stats event"
+    return final[-1]["event_data"].get("artifact_data", {})
+
+
+def test_job_template_run_through_ansible_runner(standin_cluster, tmp_path):
+    extravars = {
+        **standin_vars(),
+        **yaml.safe_load(TEMPLATE["extra_vars"]),
+        "aorta_results_root": str(tmp_path / "aorta-results"),
+        **survey_answers(
+            aorta_path=standin_vars()["aorta_path"],
+            aorta_docker_image=standin_vars()["aorta_docker_image"],
+            aorta_timeout_seconds=300,
+            aorta_gpus_per_node=2,
+            aorta_training_overrides="standin.echo_overrides=true\ntraining.max_steps=5",
+            aorta_expected_results="max_avg_iteration_ms=600000 min_compute_ratio=0.0",
+        ),
+    }
+    assert isinstance(extravars["aorta_timeout_seconds"], int)
+    assert isinstance(extravars["aorta_fail_on_threshold"], str)  # multiplechoice answers are text
+    pdd = private_data_dir(tmp_path, awx_inventory_from_source(standin_cluster.cluster_json), extravars)
+
+    runner = ansible_runner.run(
+        private_data_dir=str(pdd),
+        project_dir=str(REPO),
+        playbook=TEMPLATE["playbook"],
+        ident="job-1",
+        quiet=True,
+        timeout=900,
+    )
+    stdout = runner.stdout.read()
+    assert runner.status == "successful" and runner.rc == 0, stdout[-3000:]
+
+    # What AWX keeps of a job: the artifacts directory of this ident.
+    artifacts = pdd / "artifacts" / "job-1"
+    assert (artifacts / "rc").read_text().strip() == "0"
+    assert (artifacts / "status").read_text().strip() == "successful"
+    assert list((artifacts / "job_events").glob("*.json"))
+
+    data = stats(runner)
+    assert data["aorta_run_status"] == "COMPLETED"
+    assert data["aorta_failed_nodes"] == []
+    assert data["aorta_report_status"] == "completed"
+    assert data["aorta_thresholds_passed"] is True
+    assert float(data["aorta_avg_iteration_time_ms"]) > 0
+    # Which ranks straggle on two shared cores is noise; that they are named by rank is not.
+    assert set(data["aorta_straggler_ranks"]) <= set(range(2 * len(standin_cluster.nodes)))
+    run = json.loads(Path(data["aorta_run_json"]).read_text())
+    assert [n["state"] for n in run["nodes"]] == ["ok"] * len(standin_cluster.nodes)
+    manifest = json.loads(Path(data["aorta_manifest"]).read_text())
+    assert manifest["missing_ranks"] == []
+    assert os.path.isfile(data["aorta_report"]) and os.path.isfile(data["aorta_report_html"])
+
+    # The textarea answer reached the workload as one --override group.
+    head = standin_cluster.nodes[0]["mgmt_ip"]
+    head_log = (Path(data["aorta_results_dir"]) / "logs" / f"{head}.log").read_text()
+    assert 'overrides ["training.output_dir=' in head_log and '"training.max_steps=5"' in head_log
+
+    events = job_events(runner)
+    # Progress while torchrun runs: AWX shows each poll as a retry line per node, not silence.
+    polls = [e for e in events if e.get("event") == "runner_retry"]
+    assert {e["event_data"]["host"] for e in polls} <= {n["mgmt_ip"] for n in standin_cluster.nodes}
+    assert polls, "no per-node status lines while waiting"
+    # The Machine credential's key never reaches the job output or its events.
+    key_body = (standin.OUT / "id_ed25519").read_text().splitlines()[1]
+    assert key_body not in stdout
+    assert not any(key_body in json.dumps(e) for e in events)
+
+
+def test_survey_cluster_file_route_in_check_mode(standin_cluster, tmp_path):
+    """The job's inventory holds no nodes; the survey names the cluster file in the project."""
+    relative = os.path.relpath(standin_cluster.cluster_json, REPO)
+    extravars = {
+        **standin_vars(),
+        **yaml.safe_load(TEMPLATE["extra_vars"]),
+        "aorta_results_root": str(tmp_path / "aorta-results"),
+        **survey_answers(aorta_cluster_file=relative, aorta_path=standin_vars()["aorta_path"]),
+    }
+    pdd = private_data_dir(tmp_path, '#!/bin/sh\necho \'{"_meta": {"hostvars": {}}}\'\n', extravars)
+    (pdd / "env" / "cmdline").write_text("-u root --check")
+    runner = ansible_runner.run(
+        private_data_dir=str(pdd), project_dir=str(REPO), playbook=TEMPLATE["playbook"], ident="check", quiet=True
+    )
+    stdout = runner.stdout.read()
+    assert runner.rc == 0, stdout[-3000:]
+    shown = [
+        e["event_data"]["res"]["msg"]
+        for e in runner.events
+        if e.get("event") == "runner_on_ok" and e["event_data"].get("task") == "Show what each node will run"
+    ]
+    ranks = sorted(int(m["node"].split("rank ", 1)[1].split(",")[0]) for m in shown)
+    assert ranks == list(range(len(standin_cluster.nodes)))
+    assert standin_cluster.containers_left() == []
