@@ -8,6 +8,11 @@ PYENV_ROOT ?= $(shell pyenv root 2>/dev/null)
 # (pyenv's own python3.12 shim refuses unless selected, so look in its versions directory.)
 PYTHON ?= $(firstword $(wildcard $(PYENV_ROOT)/versions/3.12*/bin/python3.12 $(HOME)/.pyenv/versions/3.12*/bin/python3.12 /usr/bin/python3.12 /usr/local/bin/python3.12) $(shell command -v python3))
 VENV := .venv
+# ansible-test sanity also runs under the other maintained ansible-core releases, each in a venv
+# of its own: 2.20 on the same Python, 2.19 on Python 3.11 (its oldest controller Python here).
+PYTHON311 ?= $(firstword $(wildcard $(PYENV_ROOT)/versions/3.11*/bin/python3.11 $(HOME)/.pyenv/versions/3.11*/bin/python3.11 /usr/bin/python3.11 /usr/local/bin/python3.11))
+CORE_219 := 2.19.14
+CORE_220 := 2.20.10
 BIN := $(CURDIR)/$(VENV)/bin
 STAMP := $(VENV)/.installed
 COLLECTION_LINK := .collections/ansible_collections/aorta/cluster
@@ -43,8 +48,21 @@ ruff: venv
 ansible-lint: venv
 	ANSIBLE_INVENTORY_UNPARSED_FAILED=false $(BIN)/ansible-lint --offline
 
-sanity: venv
+sanity: venv .venv-core-2.20/.installed .venv-core-2.19/.installed
 	tools/sanity.sh
+	SANITY_VENV=.venv-core-2.20 tools/sanity.sh
+	SANITY_VENV=.venv-core-2.19 tools/sanity.sh
+
+.venv-core-2.20/.installed:
+	$(PYTHON) -m venv .venv-core-2.20
+	.venv-core-2.20/bin/pip install -q ansible-core==$(CORE_220)
+	touch $@
+
+.venv-core-2.19/.installed:
+	@test -n "$(PYTHON311)" || { echo "no python3.11 found for ansible-core 2.19 sanity" >&2; exit 1; }
+	$(PYTHON311) -m venv .venv-core-2.19
+	.venv-core-2.19/bin/pip install -q ansible-core==$(CORE_219)
+	touch $@
 
 lint: ruff ansible-lint sanity
 

@@ -3,7 +3,8 @@
 # (ansible-test insists on that path; only files git tracks are checked).
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
-bin="$repo/.venv/bin"
+# SANITY_VENV: a venv holding another ansible-core release (make sanity runs each maintained one).
+bin="$repo/${SANITY_VENV:-.venv}/bin"
 view="$repo/build/sanity/ansible_collections/aorta/cluster"
 
 # ansible-test fetches a pip bootstrap script from the internet unless a cached copy exists.

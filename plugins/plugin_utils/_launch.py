@@ -102,7 +102,7 @@ def override_tokens(overrides: Any, output_dir: str | None = None) -> list[str]:
     comes first as ``training.output_dir``."""
     items = _override_items(overrides)
     if output_dir:
-        if any(key == "training.output_dir" for key, _ in items):
+        if any(key == "training.output_dir" for key, _value in items):
             # Collection and teardown look in the run-scoped directory; a second one would be lost.
             raise LaunchError("aorta_training_overrides: training.output_dir: set aorta_output_dir instead")
         items.insert(0, ("training.output_dir", output_dir))
