@@ -93,10 +93,12 @@ def test_execution_environment_context_renders_from_the_artifact(artifact, tmp_p
 @pytest.mark.standin
 def test_installed_artifact_runs_against_the_standin(artifact, standin_cluster, tmp_path):
     fresh = tmp_path / "collections"
-    installed = run(["ansible-galaxy", "collection", "install", "--offline", "-p", str(fresh), str(artifact)], tmp_path)
-    assert installed.returncode == 0, installed.stdout + installed.stderr
-    assert (fresh / "ansible_collections" / "aorta" / "cluster" / "MANIFEST.json").is_file()
     env = outside_env(tmp_path, fresh)
+    installed = run(
+        ["ansible-galaxy", "collection", "install", "--offline", "-p", str(fresh), str(artifact)], tmp_path, env
+    )
+    assert installed.returncode == 0, installed.stdout + installed.stderr
+    assert (fresh / "ansible_collections" / "aorta" / "cluster" / "MANIFEST.json").is_file(), installed.stdout
 
     # The only aorta.cluster Ansible can see is the fresh install.
     listed = run(["ansible-galaxy", "collection", "list", "aorta.cluster", "--format", "json"], tmp_path, env)
