@@ -108,6 +108,29 @@ def test_unreachable_node_stops_the_run_before_anything_is_launched(standin_clus
     assert standin_cluster.containers_left() == []
 
 
+def test_container_that_cannot_write_stops_the_run_naming_its_node(standin_cluster, tmp_path):
+    """What NFS root_squash does to the container's root, made with a read-only bind mount on one
+    node: the run stops before launch, naming that node and the cause; nothing is left running."""
+    victim = 1
+    node = standin_cluster.nodes[victim]
+    ro = "/root/aorta/readonly"
+    standin_cluster.node_exec(
+        victim, "sh", "-c", f"mkdir -p {ro} && mount --bind {ro} {ro} && mount -o remount,bind,ro {ro}"
+    )
+    try:
+        proc, run, _results, _elapsed = standin_cluster.run(tmp_path, aorta_output_dir="readonly/run")
+    finally:
+        standin_cluster.node_exec(victim, "umount", ro)
+    assert proc.returncode != 0
+    assert run["status"] == "FAILED"
+    assert run["failed_nodes"] == [node["mgmt_ip"]]
+    assert "cannot write under /root/aorta" in run["message"] and "Read-only file system" in run["message"]
+    assert "root_squash" in run["message"]
+    assert {n["state"] for n in run["nodes"]} == {"not_started"}
+    assert "Launch on every node at once" not in proc.stdout
+    assert standin_cluster.containers_left() == []
+
+
 def test_check_mode_shows_each_nodes_commands_and_launches_nothing(standin_cluster, tmp_path):
     proc = standin_cluster.playbook("--check", "-e", f"aorta_results_dir={tmp_path / 'check'}")
     assert proc.returncode == 0, proc.stdout[-3000:]
