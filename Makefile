@@ -10,7 +10,8 @@ PYTHON ?= $(firstword $(wildcard $(PYENV_ROOT)/versions/3.12*/bin/python3.12 $(H
 VENV := .venv
 # ansible-test sanity also runs under the other maintained ansible-core releases, each in a venv
 # of its own: 2.20 on the same Python, 2.19 on Python 3.11 (its oldest controller Python here).
-PYTHON311 ?= $(firstword $(wildcard $(PYENV_ROOT)/versions/3.11*/bin/python3.11 $(HOME)/.pyenv/versions/3.11*/bin/python3.11 /usr/bin/python3.11 /usr/local/bin/python3.11))
+# (Any python3 from 3.11 to 3.13 serves when no 3.11 is found.)
+PYTHON311 ?= $(firstword $(wildcard $(PYENV_ROOT)/versions/3.11*/bin/python3.11 $(HOME)/.pyenv/versions/3.11*/bin/python3.11 /usr/bin/python3.11 /usr/local/bin/python3.11) $(shell command -v python3))
 CORE_219 := 2.19.14
 CORE_220 := 2.20.10
 BIN := $(CURDIR)/$(VENV)/bin
@@ -59,7 +60,7 @@ sanity: venv .venv-core-2.20/.installed .venv-core-2.19/.installed
 	touch $@
 
 .venv-core-2.19/.installed:
-	@test -n "$(PYTHON311)" || { echo "no python3.11 found for ansible-core 2.19 sanity" >&2; exit 1; }
+	@test -n "$(PYTHON311)" || { echo "no python3 (3.11-3.13) found for ansible-core 2.19 sanity" >&2; exit 1; }
 	$(PYTHON311) -m venv .venv-core-2.19
 	.venv-core-2.19/bin/pip install -q ansible-core==$(CORE_219)
 	touch $@
