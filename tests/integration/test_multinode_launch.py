@@ -131,6 +131,45 @@ def test_container_that_cannot_write_stops_the_run_naming_its_node(standin_clust
     assert standin_cluster.containers_left() == []
 
 
+def test_build_step_runs_in_each_container_and_a_failing_build_names_its_node(standin_cluster, tmp_path):
+    """aorta_skip_rccl_build=false runs aorta_build_script inside every node's container before launch."""
+    ok = "#!/bin/bash\necho built-in-container > /mnt/.build_marker\n"
+    broken = "#!/bin/bash\necho 'hipcc: command not found' >&2\nexit 3\n"
+    victim = 1
+    for i in range(len(standin_cluster.nodes)):
+        script = broken if i == victim else ok
+        standin_cluster.node_exec(
+            i,
+            "sh",
+            "-c",
+            "mkdir -p /root/aorta/scripts && printf '%s' \"$1\" > /root/aorta/scripts/build_probe.sh",
+            "w",
+            script,
+        )
+    try:
+        proc, run, _results, _elapsed = standin_cluster.run(
+            tmp_path,
+            aorta_skip_rccl_build=False,
+            aorta_build_script="scripts/build_probe.sh",
+            aorta_collect_traces=False,
+        )
+        markers = [
+            standin_cluster.node_exec(i, "cat", "/root/aorta/.build_marker", check=False).strip()
+            for i in range(len(standin_cluster.nodes))
+        ]
+    finally:
+        for i in range(len(standin_cluster.nodes)):
+            standin_cluster.node_exec(i, "rm", "-f", "/root/aorta/scripts/build_probe.sh", "/root/aorta/.build_marker")
+    assert proc.returncode != 0
+    assert run["status"] == "FAILED" and run["failed_nodes"] == [standin_cluster.nodes[victim]["mgmt_ip"]]
+    assert "Build RCCL on the node" in run["message"]
+    assert "(rc 3): hipcc: command not found" in run["message"]
+    # It ran inside the containers (written through the /mnt bind mount), on every other node.
+    assert [m for i, m in enumerate(markers) if i != victim] == ["built-in-container"] * (len(markers) - 1)
+    assert {n["state"] for n in run["nodes"]} == {"not_started"}
+    assert standin_cluster.containers_left() == []
+
+
 def test_check_mode_shows_each_nodes_commands_and_launches_nothing(standin_cluster, tmp_path):
     proc = standin_cluster.playbook("--check", "-e", f"aorta_results_dir={tmp_path / 'check'}")
     assert proc.returncode == 0, proc.stdout[-3000:]
