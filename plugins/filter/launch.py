@@ -29,6 +29,7 @@ class FilterModule:
         return {
             "master_addr": _filter(_launch.master_addr),
             "launch_mode": _filter(_launch.launch_mode),
+            "config_output_dir": _filter(_launch.config_output_dir),
             "torchrun_argv": _filter(_launch.torchrun_argv),
             "launch_script": _filter(_launch.launch_script),
             "base_env": _filter(_launch.base_env),

@@ -55,6 +55,27 @@ def launch_mode(mode: Any, nnodes: int) -> str:
     return mode
 
 
+def config_output_dir(config: Any, mount_path: str, config_name: str = "base config") -> str:
+    """Where Aorta writes in ``script`` mode: the config's ``training.output_dir`` (Aorta's default
+    ``artifacts``), relative to the mount, since Aorta's launch_rocm.sh passes no ``--override``.
+    An absolute path must lie under ``mount_path`` (the container's view of aorta_path)."""
+    training = config.get("training") if isinstance(config, Mapping) else None
+    value = (training or {}).get("output_dir") if isinstance(training or {}, Mapping) else None
+    text = "artifacts" if value in (None, "") else str(value)
+    mount = str(mount_path).rstrip("/")
+    if text.startswith("/"):
+        if not text.startswith(mount + "/"):
+            raise LaunchError(
+                f"{config_name}: training.output_dir {text!r} is outside {mount} (aorta_path in the container); "
+                "its traces could not be collected"
+            )
+        text = text[len(mount) + 1 :]
+    parts = [p for p in text.split("/") if p not in ("", ".")]
+    if not parts or ".." in parts:
+        raise LaunchError(f"{config_name}: training.output_dir {text!r} must be a directory below aorta_path")
+    return "/".join(parts)
+
+
 def override_value(value: Any) -> str:
     """Text form of an override value, in the syntax Aorta's merge_cli_overrides coerces back."""
     if isinstance(value, bool):

@@ -142,3 +142,25 @@ def test_report_from_summaries_made_on_the_nodes_without_moving_traces(standin_c
     for row in report["per_rank_summary"]:
         assert row["node"] == standin_cluster.nodes[row["rank"] // 2]["mgmt_ip"]
         assert row["iteration_time_ms"] > 0
+
+
+def test_single_node_script_mode_is_collected_from_the_configs_output_dir(standin_cluster, tmp_path):
+    """One node, launch mode auto -> script (CVS): the experiment script gets only the config, so
+    Aorta writes to the config's training.output_dir; that run's files are collected from there,
+    an earlier run's file in the same directory is not."""
+    plant(standin_cluster, 0, "/root/aorta/artifacts/standin/torch_profiler/rank7/old.json", OLD_TRACE, 2)
+    cluster = standin_cluster.cluster_file(tmp_path, 1)
+    try:
+        proc, run, results, _elapsed = standin_cluster.run(
+            tmp_path, inventory=cluster, aorta_training_overrides={"training.max_steps": 3}
+        )
+    finally:
+        standin_cluster.node_exec(0, "rm", "-rf", "/root/aorta/artifacts")
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    assert run["status"] == "COMPLETED"
+    assert "aorta_training_overrides do not reach Aorta and its files go to artifacts/standin" in proc.stdout
+    manifest = json.loads((results / "combined_traces" / "manifest.json").read_text())
+    assert manifest["expected_ranks"] == [0, 1] and manifest["missing_ranks"] == []
+    assert not list((results / "combined_traces").rglob("old.json"))
+    report = json.loads((results / "aorta_benchmark_report.json").read_text())
+    assert report["status"] == "completed" and [r["rank"] for r in report["per_rank_summary"]] == [0, 1]

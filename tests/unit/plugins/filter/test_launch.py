@@ -218,3 +218,26 @@ def test_overrides_from_an_awx_survey_answer(answer):
 
 def test_override_text_keeps_quoted_spaces():
     assert _launch.override_tokens("model.name='tiny model' a.b=1") == ["model.name=tiny model", "a.b=1"]
+
+
+@pytest.mark.parametrize(
+    "config,expected",
+    [
+        ({"training": {"output_dir": "artifacts/profile_overlap_2gpu"}}, "artifacts/profile_overlap_2gpu"),
+        ({"training": {"output_dir": "./runs//x/"}}, "runs/x"),
+        ({"training": {"output_dir": "/mnt/runs/x"}}, "runs/x"),
+        ({"training": {"max_steps": 5}}, "artifacts"),
+        ({}, "artifacts"),
+    ],
+)
+def test_script_mode_output_dir_from_the_config(config, expected):
+    assert F["config_output_dir"](config, "/mnt/") == expected
+
+
+@pytest.mark.parametrize(
+    "output_dir,words",
+    [("/tmp/out", "is outside /mnt"), ("../elsewhere", "must be a directory below aorta_path"), ("/mnt", "outside")],
+)
+def test_script_mode_output_dir_that_cannot_be_collected(output_dir, words):
+    with pytest.raises(AnsibleFilterError, match=f"config/x.yaml: training.output_dir .*{words}"):
+        F["config_output_dir"]({"training": {"output_dir": output_dir}}, "/mnt", "config/x.yaml")
