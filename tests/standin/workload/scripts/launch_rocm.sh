@@ -1,4 +1,4 @@
-#!/bin/bash
+#!/usr/bin/env bash
 # STAND-IN for Aorta's scripts/launch_rocm.sh (single node, CVS "script" launch mode): same
 # contract - the config is the only argument, no --override passes through, torchrun --standalone.
 # Aorta derives NPROC from the GPUs; the stand-in has none, so NPROC defaults to 2.
