@@ -29,6 +29,16 @@ def run(repo, *args, cwd=None, env=None):
     )
 
 
+def multinode(repo, *inventories, extra=(), playbook="aorta_multinode.yml"):
+    """ansible-playbook from the collection root with -i for each inventory and -e for each extra."""
+    argv = ["ansible-playbook", playbook]
+    for inventory in inventories:
+        argv += ["-i", str(inventory)]
+    for value in extra:
+        argv += ["-e", value]
+    return run(repo, *argv)
+
+
 def unwrap(value):
     """ansible-inventory marks data-file values as {"__ansible_unsafe": ...}."""
     if isinstance(value, dict):
@@ -168,20 +178,10 @@ def test_trace_report_playbook_on_a_plain_folder_in_both_counting_modes(
 
 
 def test_sliced_awx_job_stops_before_any_node_is_touched(repo):
-    result = run(
-        repo,
-        "ansible-playbook",
-        "aorta_multinode.yml",
-        "-i",
-        "inventories/example/cluster.json",
-        "-e",
-        "awx_job_slice_count=4",
-    )
+    result = multinode(repo, "inventories/example/cluster.json", extra=["awx_job_slice_count=4"])
     assert result.returncode != 0
-    assert (
-        "This job runs sliced (4 slices)" in result.stdout
-        and 'Set the job template\'s "Job Slicing" to 1' in result.stdout
-    )
+    assert "This job runs sliced (4 slices)" in result.stdout
+    assert 'Set the job template\'s "Job Slicing" to 1' in result.stdout
     assert "aorta.cluster.preflight" not in result.stdout
 
 
@@ -192,15 +192,7 @@ def test_two_cluster_files_in_one_inventory_are_refused(repo, tmp_path):
     }
     other["head_node_dict"] = {"mgmt_ip": next(iter(other["node_dict"]))}
     (tmp_path / "second-cluster.json").write_text(json.dumps(other))
-    result = run(
-        repo,
-        "ansible-playbook",
-        "aorta_multinode.yml",
-        "-i",
-        "inventories/example/cluster.json",
-        "-i",
-        str(tmp_path / "second-cluster.json"),
-    )
+    result = multinode(repo, "inventories/example/cluster.json", tmp_path / "second-cluster.json")
     assert result.returncode != 0
     assert "expected one head with rank 0 and ranks 0..5 once each" in result.stdout
     assert "Fix the run id" not in result.stdout
@@ -208,46 +200,24 @@ def test_two_cluster_files_in_one_inventory_are_refused(repo, tmp_path):
 
 def test_cluster_file_as_extra_variable(repo, tmp_path):
     """The AWX survey route: the inventory holds no nodes, aorta_cluster_file names the file."""
-    result = run(
+    local = f"ansible_python_interpreter={sys.executable}"
+    result = multinode(
         repo,
-        "ansible-playbook",
-        "playbooks/inventory_guard.yml",
-        "-i",
         "localhost,",
-        "-e",
-        "aorta_cluster_file=inventories/example/cluster.json",
-        "-e",
-        "aorta_cluster_connection_vars=false",
-        "-e",
-        f"ansible_python_interpreter={sys.executable}",
+        playbook="playbooks/inventory_guard.yml",
+        extra=["aorta_cluster_file=inventories/example/cluster.json", "aorta_cluster_connection_vars=false", local],
     )
     assert result.returncode == 0, result.stdout[-2000:]
     assert "inventories/example/cluster.json: 3 nodes, head mi300x-r01-n01.mgmt.example" in result.stdout
     # A broken file: one line naming the file and the key, before any node play.
     bad = tmp_path / "cluster.json"
     bad.write_text(json.dumps({"username": "u", "priv_key_file": "/k", "node_dict": {"a": {"vpc_ip": "<changeme>"}}}))
-    result = run(
-        repo,
-        "ansible-playbook",
-        "aorta_multinode.yml",
-        "-i",
-        "localhost,",
-        "-e",
-        f"aorta_cluster_file={bad}",
-        "-e",
-        f"ansible_python_interpreter={sys.executable}",
-    )
+    result = multinode(repo, "localhost,", extra=[f"aorta_cluster_file={bad}", local])
     assert result.returncode != 0
     assert f"{bad}: node_dict.a.vpc_ip: contains <changeme>" in result.stdout
     # Nodes from the inventory AND the extra variable: refused.
-    result = run(
-        repo,
-        "ansible-playbook",
-        "aorta_multinode.yml",
-        "-i",
-        "inventories/example/cluster.json",
-        "-e",
-        "aorta_cluster_file=inventories/example/cluster.json",
+    result = multinode(
+        repo, "inventories/example/cluster.json", extra=["aorta_cluster_file=inventories/example/cluster.json"]
     )
     assert result.returncode != 0
     assert "Use one source of nodes" in result.stdout
