@@ -142,7 +142,7 @@ def load(path: str):
 
 
 def _batched(path: str, data: bytes, first: int, last: int):
-    """Events of the ``traceEvents`` array ``data[first:last + 1]``, decoded about 8 MB at a time.
+    """Events of the ``traceEvents`` array ``data[first:last + 1]``, decoded about ``_CHUNK_BYTES`` at a time.
 
     The array is cut after a ``}`` followed by ``,``; a cut that falls inside a string makes the
     piece fail to decode, and the cut moves on to the next candidate.

@@ -114,11 +114,11 @@ def _threshold_limit(name, raw):
         return None
     if isinstance(raw, (int, float)) and not isinstance(raw, bool):
         return raw
-    try:
-        if isinstance(raw, str):
+    if isinstance(raw, str):
+        try:
             return float(raw)
-    except ValueError:
-        pass
+        except ValueError:
+            pass
     raise ReportError(f"aorta_expected_results: {name}: {raw!r} is not a number")
 
 

@@ -60,7 +60,7 @@ def config_output_dir(config: Any, mount_path: str, config_name: str = "base con
     ``artifacts``), relative to the mount, since Aorta's launch_rocm.sh passes no ``--override``.
     An absolute path must lie under ``mount_path`` (the container's view of aorta_path)."""
     training = config.get("training") if isinstance(config, Mapping) else None
-    value = (training or {}).get("output_dir") if isinstance(training or {}, Mapping) else None
+    value = training.get("output_dir") if isinstance(training, Mapping) else None
     text = "artifacts" if value in (None, "") else str(value)
     mount = str(mount_path).rstrip("/")
     if text.startswith("/"):
