@@ -12,8 +12,12 @@ VENV := .venv
 # of its own: 2.20 on the same Python, 2.19 on Python 3.11 (its oldest controller Python here).
 # (Any python3 from 3.11 to 3.13 serves when no 3.11 is found.)
 PYTHON311 ?= $(firstword $(wildcard $(PYENV_ROOT)/versions/3.11*/bin/python3.11 $(HOME)/.pyenv/versions/3.11*/bin/python3.11 /usr/bin/python3.11 /usr/local/bin/python3.11) $(shell command -v python3))
-CORE_219 := 2.19.14
-CORE_220 := 2.20.10
+# Each extra release: its pinned version and the Python its venv is made with.
+SANITY_CORES := 2.20 2.19
+CORE_2.20 := 2.20.10
+PYTHON_2.20 = $(PYTHON)
+CORE_2.19 := 2.19.14
+PYTHON_2.19 = $(PYTHON311)
 BIN := $(CURDIR)/$(VENV)/bin
 STAMP := $(VENV)/.installed
 COLLECTION_LINK := .collections/ansible_collections/aorta/cluster
@@ -49,20 +53,14 @@ ruff: venv
 ansible-lint: venv
 	ANSIBLE_INVENTORY_UNPARSED_FAILED=false $(BIN)/ansible-lint --offline
 
-sanity: venv .venv-core-2.20/.installed .venv-core-2.19/.installed
+sanity: venv $(SANITY_CORES:%=.venv-core-%/.installed)
 	tools/sanity.sh
-	SANITY_VENV=.venv-core-2.20 tools/sanity.sh
-	SANITY_VENV=.venv-core-2.19 tools/sanity.sh
+	@for core in $(SANITY_CORES); do echo "SANITY_VENV=.venv-core-$$core tools/sanity.sh"; SANITY_VENV=.venv-core-$$core tools/sanity.sh || exit 1; done
 
-.venv-core-2.20/.installed:
-	$(PYTHON) -m venv .venv-core-2.20
-	.venv-core-2.20/bin/pip install -q ansible-core==$(CORE_220)
-	touch $@
-
-.venv-core-2.19/.installed:
-	@test -n "$(PYTHON311)" || { echo "no python3 (3.11-3.13) found for ansible-core 2.19 sanity" >&2; exit 1; }
-	$(PYTHON311) -m venv .venv-core-2.19
-	.venv-core-2.19/bin/pip install -q ansible-core==$(CORE_219)
+.venv-core-%/.installed:
+	@test -n "$(PYTHON_$*)" || { echo "no Python found for the ansible-core $* sanity venv" >&2; exit 1; }
+	$(PYTHON_$*) -m venv .venv-core-$*
+	.venv-core-$*/bin/pip install -q ansible-core==$(CORE_$*)
 	touch $@
 
 lint: ruff ansible-lint sanity
