@@ -81,24 +81,21 @@ def awx_inventory_from_source(cluster_json) -> str:
     return f"#!/bin/sh\ncat <<'AWX_INVENTORY'\n{exported}\nAWX_INVENTORY\n"
 
 
-def job_events(runner) -> list[dict]:
-    return list(runner.events)
-
-
-def stats(runner) -> dict:
-    final = [e for e in runner.events if e.get("event") == "playbook_on_stats"]
+def stats(events: list[dict]) -> dict:
+    final = [e for e in events if e.get("event") == "playbook_on_stats"]
     assert final, "no playbook_on_stats event"
     return final[-1]["event_data"].get("artifact_data", {})
 
 
 def test_job_template_run_through_ansible_runner(standin_cluster, tmp_path):
+    site = standin_vars()
     extravars = {
-        **standin_vars(),
+        **site,
         **yaml.safe_load(TEMPLATE["extra_vars"]),
         "aorta_results_root": str(tmp_path / "aorta-results"),
         **survey_answers(
-            aorta_path=standin_vars()["aorta_path"],
-            aorta_docker_image=standin_vars()["aorta_docker_image"],
+            aorta_path=site["aorta_path"],
+            aorta_docker_image=site["aorta_docker_image"],
             aorta_timeout_seconds=300,
             aorta_gpus_per_node=2,
             aorta_training_overrides="standin.echo_overrides=true\ntraining.max_steps=5",
@@ -126,7 +123,8 @@ def test_job_template_run_through_ansible_runner(standin_cluster, tmp_path):
     assert (artifacts / "status").read_text().strip() == "successful"
     assert list((artifacts / "job_events").glob("*.json"))
 
-    data = stats(runner)
+    events = list(runner.events)  # read from the artifacts' job_events once
+    data = stats(events)
     assert data["aorta_run_status"] == "COMPLETED"
     assert data["aorta_failed_nodes"] == []
     assert data["aorta_report_status"] == "completed"
@@ -145,7 +143,6 @@ def test_job_template_run_through_ansible_runner(standin_cluster, tmp_path):
     head_log = (Path(data["aorta_results_dir"]) / "logs" / f"{head}.log").read_text()
     assert 'overrides ["training.output_dir=' in head_log and '"training.max_steps=5"' in head_log
 
-    events = job_events(runner)
     # Progress while torchrun runs: AWX shows each poll as a retry line per node, not silence.
     polls = [e for e in events if e.get("event") == "runner_retry"]
     assert {e["event_data"]["host"] for e in polls} <= {n["mgmt_ip"] for n in standin_cluster.nodes}
@@ -159,11 +156,12 @@ def test_job_template_run_through_ansible_runner(standin_cluster, tmp_path):
 def test_survey_cluster_file_route_in_check_mode(standin_cluster, tmp_path):
     """The job's inventory holds no nodes; the survey names the cluster file in the project."""
     relative = os.path.relpath(standin_cluster.cluster_json, REPO)
+    site = standin_vars()
     extravars = {
-        **standin_vars(),
+        **site,
         **yaml.safe_load(TEMPLATE["extra_vars"]),
         "aorta_results_root": str(tmp_path / "aorta-results"),
-        **survey_answers(aorta_cluster_file=relative, aorta_path=standin_vars()["aorta_path"]),
+        **survey_answers(aorta_cluster_file=relative, aorta_path=site["aorta_path"]),
     }
     pdd = private_data_dir(tmp_path, '#!/bin/sh\necho \'{"_meta": {"hostvars": {}}}\'\n', extravars)
     (pdd / "env" / "cmdline").write_text("-u root --check")

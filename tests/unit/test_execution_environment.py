@@ -41,11 +41,12 @@ def test_definition_passes_ansible_builder_schema():
 
 def test_pinned_ansible_core_and_runner_are_the_tested_ones():
     deps = ee_definition()["dependencies"]
+    pins = dev_pins()
     for key, dist in (("ansible_core", "ansible-core"), ("ansible_runner", "ansible-runner")):
         requirement = Requirement(deps[key]["package_pip"])
         assert requirement.name == dist
         assert importlib.metadata.version(dist) in requirement.specifier, (key, requirement)
-        assert str(requirement.specifier) == f"=={dev_pins()[dist]}"
+        assert str(requirement.specifier) == f"=={pins[dist]}"
 
 
 def test_galaxy_collections_are_this_artifact_and_the_bundled_versions():
