@@ -39,7 +39,6 @@ class FilterModule:
             "run_status": _filter(_run.run_status),
             "node_line": _filter(_run.node_line),
             "torchrun_failure": _filter(_run.torchrun_failure),
-            "metrics_progress": _filter(_run.metrics_progress),
             "cvs_config": _filter(_cvs_config.cvs_config),
             "fabric_interface": _filter(_run.fabric_interface),
         }

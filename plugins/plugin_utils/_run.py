@@ -17,18 +17,28 @@ from ansible_collections.aorta.cluster.plugins.plugin_utils._launch import Launc
 STATES = ("ok", "failed", "timeout", "unreachable", "not_started")
 
 
-def node_state(job: Mapping[str, Any] | None, timed_out: bool, unreachable: bool = False) -> dict[str, Any]:
-    """One node's outcome from its async job result."""
-    if unreachable:
-        return {"state": "unreachable", "exit_code": None}
-    if not job:
+def node_state(wait: Mapping[str, Any] | None) -> dict[str, Any]:
+    """One node's outcome from what ``aorta.cluster.run_wait`` saw of its supervisor.
+
+    ``wait`` is that task's result (None or skipped when nothing was launched on the node).
+    """
+    if not wait or wait.get("skipped"):
         return {"state": "not_started", "exit_code": None}
-    if timed_out or not job.get("finished"):
+    if wait.get("unreachable"):
+        return {"state": "unreachable", "exit_code": None}
+    status = wait.get("status") or {}
+    if not wait.get("finished"):
+        # Never started: the launch failed on the node. Not seen to finish: treat as a timeout.
+        if not status:
+            return {"state": "failed", "exit_code": -1}
         return {"state": "timeout", "exit_code": -1}
-    rc = job.get("rc")
-    if rc is None:  # the async wrapper itself gave up
-        return {"state": "failed", "exit_code": -1}
-    return {"state": "ok" if rc == 0 else "failed", "exit_code": int(rc)}
+    outcome = status.get("outcome")
+    if outcome == "timeout":
+        return {"state": "timeout", "exit_code": -1}
+    rc = status.get("rc")
+    if outcome == "ok" and rc == 0:
+        return {"state": "ok", "exit_code": 0}
+    return {"state": "failed", "exit_code": -1 if rc is None else int(rc)}
 
 
 def run_status(nodes: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
@@ -100,19 +110,6 @@ def _describe(node: Mapping[str, Any], laggard: bool) -> str:
         if failure.get("secondary"):
             text += " after a peer failed"
     return text + ")"
-
-
-def metrics_progress(wc_output: str, ranks: Sequence[int] = ()) -> dict[str, int]:
-    """Steps each global rank recorded, from ``wc -l rank_*_metrics.jsonl`` output.
-
-    ``ranks`` are the node's global ranks: one without a metrics file has recorded 0 steps.
-    """
-    progress = {str(int(rank)): 0 for rank in ranks}
-    for line in (wc_output or "").splitlines():
-        match = re.match(r"\s*(\d+)\s+(?:.*/)?rank_(\d+)_metrics\.jsonl$", line)
-        if match:
-            progress[str(int(match.group(2)))] = int(match.group(1))
-    return progress
 
 
 def fabric_interface(facts: Mapping[str, Any], address: str, node: str = "this node") -> str:

@@ -16,19 +16,21 @@ HERE = Path(__file__).parent
 
 
 @pytest.mark.parametrize(
-    "job,timed_out,unreachable,expected",
+    "wait,expected",
     [
-        ({"finished": 1, "rc": 0}, False, False, ("ok", 0)),
-        ({"finished": 1, "rc": 3}, False, False, ("failed", 3)),
-        ({"finished": 1, "rc": None}, False, False, ("failed", -1)),
-        ({"finished": 0}, True, False, ("timeout", -1)),
-        ({"finished": 1, "rc": 0}, True, False, ("timeout", -1)),
-        (None, False, False, ("not_started", None)),
-        ({"finished": 0}, False, True, ("unreachable", None)),
+        ({"finished": True, "status": {"outcome": "ok", "rc": 0}}, ("ok", 0)),
+        ({"finished": True, "status": {"outcome": "failed", "rc": 3}}, ("failed", 3)),
+        ({"finished": True, "status": {"outcome": "failed", "rc": None}}, ("failed", -1)),
+        ({"finished": True, "status": {"outcome": "timeout", "rc": -15}}, ("timeout", -1)),
+        ({"finished": False, "lost": "late", "status": {"state": "running"}}, ("timeout", -1)),
+        ({"finished": False, "lost": "never started", "status": None}, ("failed", -1)),
+        (None, ("not_started", None)),
+        ({"skipped": True}, ("not_started", None)),
+        ({"unreachable": True, "finished": False}, ("unreachable", None)),
     ],
 )
-def test_node_state(job, timed_out, unreachable, expected):
-    result = F["node_state"](job, timed_out, unreachable)
+def test_node_state(wait, expected):
+    result = F["node_state"](wait)
     assert (result["state"], result["exit_code"]) == expected
 
 
@@ -86,12 +88,6 @@ def test_timeout_wins_over_failure_and_equal_progress_names_no_laggard():
     assert status["status"] == "TIMEOUT"
     assert status["first_failure"] == "b"
     assert "stuck" not in status["message"]
-
-
-def test_metrics_progress_counts_missing_ranks_as_zero():
-    wc = "  5 rank_02_metrics.jsonl\n  4 /x/rank_03_metrics.jsonl\n  9 total\n"
-    assert F["metrics_progress"](wc, [2, 3, 4]) == {"2": 5, "3": 4, "4": 0}
-    assert F["metrics_progress"]("", []) == {}
 
 
 def test_torchrun_failure_without_summary_is_empty():

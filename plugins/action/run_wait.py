@@ -1,0 +1,203 @@
+# Copyright (c) aorta.cluster contributors
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+action: run_wait
+short_description: Wait for a node's run supervisor to finish, printing one progress line per poll
+version_added: 0.2.0
+description:
+  - "Reads the status file that M(aorta.cluster.run_supervisor) keeps on the node, one command per
+    poll (a long poll that returns as soon as the run has finished), until the supervisor says
+    C(finished). The node keeps its own deadline; this only watches."
+  - "Each node's latest status is kept in O(progress_dir) on the controller; once per poll one line
+    sums up every node, for example C(running 62/64 nodes · step 17/200 · slowest rank 5 (node x) at
+    12 · 03:12 left). No per-node retry lines."
+  - "A node that cannot be reached for O(unreachable_polls) polls in a row is returned unreachable; a
+    supervisor that never wrote its status, or that never finished within O(timeout_seconds), is
+    returned as C(lost)."
+author:
+  - aorta.cluster maintainers (@aorta-cluster)
+options:
+  status_path:
+    description: The supervisor's status file on the node.
+    type: str
+    required: true
+  timeout_seconds:
+    description: Give up after this many seconds (set it past the node's own deadline, grace and cleanup).
+    type: int
+    required: true
+  poll_seconds:
+    description: Longest time between two reads of the status file.
+    type: int
+    default: 15
+  progress_dir:
+    description: Controller directory for every node's latest status (the summary line reads it).
+    type: str
+  total_nodes:
+    description: Nodes in the run, for the summary line.
+    type: int
+    default: 1
+  total_steps:
+    description: Steps each rank will run, when known, for the summary line.
+    type: int
+  results_file:
+    description: The async job's results file on the node, removed once the run has finished.
+    type: str
+  unreachable_polls:
+    description: Polls in a row without a connection before the node counts as unreachable.
+    type: int
+    default: 3
+attributes:
+  check_mode:
+    support: none
+  diff_mode:
+    support: none
+  action:
+    support: full
+"""
+
+EXAMPLES = r"""
+- name: Wait for every node to finish
+  aorta.cluster.run_wait:
+    status_path: /var/tmp/aorta-cluster/runs/{{ aorta_run_id_resolved }}.json
+    timeout_seconds: 4000
+    progress_dir: "{{ aorta_results_dir_resolved }}/.progress"
+    total_nodes: "{{ groups['aorta_nodes'] | length }}"
+    results_file: "{{ aorta_job.results_file }}"
+  register: aorta_wait
+"""
+
+RETURN = r"""
+status:
+  description: The supervisor's last status record (see M(aorta.cluster.run_supervisor)).
+  returned: when the node answered
+  type: dict
+finished:
+  description: True when the supervisor said the run has finished.
+  returned: always
+  type: bool
+lost:
+  description: Why the supervisor's end was not seen (never started, or not finished in time).
+  returned: when it was not seen to finish
+  type: str
+polls:
+  description: Status reads made.
+  returned: always
+  type: int
+"""
+
+import contextlib
+import fcntl
+import json
+import os
+import shlex
+import time
+from typing import Any
+
+from ansible.errors import AnsibleConnectionFailure
+from ansible.plugins.action import ActionBase
+from ansible.utils.display import Display
+
+from ansible_collections.aorta.cluster.plugins.plugin_utils._progress import (
+    load_all_snapshots,
+    progress_line,
+    save_snapshot,
+)
+
+display = Display()
+
+# A status file not there this long after the launch: the supervisor never started.
+NEVER_STARTED_S = 120
+
+
+def long_poll_command(path: str, seconds: int) -> str:
+    """One remote command: wait up to ``seconds`` for the run to finish, then print the status."""
+    quoted = shlex.quote(path)
+    return (
+        f"i=0; while [ $i -lt {int(seconds)} ] && ! grep -qs '\"finished\": true' {quoted}; "
+        "do sleep 1; i=$((i+1)); done; "
+        f"cat -- {quoted}"
+    )
+
+
+class ActionModule(ActionBase):
+    TRANSFERS_FILES = False
+    _VALID_ARGS = frozenset(
+        (
+            "status_path",
+            "timeout_seconds",
+            "poll_seconds",
+            "progress_dir",
+            "total_nodes",
+            "total_steps",
+            "results_file",
+            "unreachable_polls",
+        )
+    )
+
+    def run(self, tmp: Any = None, task_vars: dict[str, Any] | None = None) -> dict[str, Any]:
+        result = super().run(tmp, task_vars)
+        args = self._task.args
+        path = str(args["status_path"])
+        poll = max(1, int(args.get("poll_seconds") or 15))
+        started = time.monotonic()
+        give_up = started + int(args["timeout_seconds"])
+        progress_dir = args.get("progress_dir")
+        node = str((task_vars or {}).get("inventory_hostname", "node"))
+        misses = polls = 0
+        status: dict[str, Any] | None = None
+        while True:
+            polls += 1
+            try:
+                res = self._low_level_execute_command(long_poll_command(path, poll), sudoable=False)
+                misses = 0
+            except AnsibleConnectionFailure as exc:
+                misses += 1
+                if misses >= int(args.get("unreachable_polls") or 3):
+                    result.update(unreachable=True, finished=False, polls=polls, status=status, msg=str(exc))
+                    return result
+                time.sleep(poll)
+                continue
+            if res.get("rc") == 0:
+                # Replaced atomically: a partial read is a dying node's; the next poll tells.
+                with contextlib.suppress(ValueError):
+                    status = json.loads(res.get("stdout") or "")
+            if status is not None and progress_dir:
+                save_snapshot(progress_dir, node, status)
+                self._print_summary(progress_dir, int(args.get("total_nodes") or 1), args.get("total_steps"), poll)
+            if status is not None and status.get("finished"):
+                break
+            now = time.monotonic()
+            if status is None and now - started > NEVER_STARTED_S:
+                result.update(finished=False, lost="the supervisor never wrote its status", polls=polls, status=None)
+                return result
+            if now > give_up:
+                result.update(finished=False, lost="the supervisor did not finish in time", polls=polls, status=status)
+                return result
+        if args.get("results_file"):
+            with contextlib.suppress(AnsibleConnectionFailure):
+                self._low_level_execute_command("rm -f -- " + shlex.quote(str(args["results_file"])), sudoable=False)
+        result.update(changed=False, finished=True, polls=polls, status=status)
+        return result
+
+    @staticmethod
+    def _print_summary(directory: str, total_nodes: int, total_steps: Any, poll: int) -> None:
+        """One line per poll interval for the whole run, printed by whichever waiter gets there first."""
+        stamp = os.path.join(directory, ".printed")
+        with open(os.path.join(directory, ".lock"), "a") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            try:
+                with open(stamp) as handle:
+                    last = float(handle.read() or 0)
+            except (OSError, ValueError):
+                last = 0.0
+            now = time.monotonic()
+            if now - last < poll - 0.5:
+                return
+            with open(stamp, "w") as handle:
+                handle.write(repr(now))
+            line = progress_line(load_all_snapshots(directory), total_nodes, int(total_steps) if total_steps else None)
+        display.display(line)

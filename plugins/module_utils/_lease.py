@@ -1,0 +1,177 @@
+# Copyright (c) aorta.cluster contributors
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""One run per node at a time: the node's lease (target side, standard library only).
+
+Private to this collection. Runs on the node's Python (>= 3.9 syntax).
+
+The lease is one JSON file in a node-local directory (never under a shared aorta_path: NFS would
+make one lease for every node). Every read-modify-write holds an flock on a lock file beside it,
+so two runs acquiring at once cannot both win. A lease is live while its expiry (node wall
+clock) is ahead and, once a supervisor holds it, while that very process lives (same boot, same
+pid, same start time): a supervisor that died leaves an expired lease at once.
+"""
+
+from __future__ import annotations
+
+import errno
+import fcntl
+import json
+import os
+import time
+
+LEASE_FILE = "node.lease"
+LOCK_FILE = "node.lock"
+BOOT_ID = "/proc/sys/kernel/random/boot_id"
+
+
+class LeaseHeld(Exception):
+    """Another run holds a live lease on this node; ``lease`` is its record."""
+
+    def __init__(self, lease, why):
+        super().__init__(why)
+        self.lease = lease
+
+
+class LeaseError(Exception):
+    """The lease directory cannot be used."""
+
+
+def boot_id(path=BOOT_ID):
+    try:
+        with open(path) as handle:
+            return handle.read().strip()
+    except OSError:
+        return ""
+
+
+def process_start(pid):
+    """The start time of ``pid`` in clock ticks since boot (field 22 of /proc/<pid>/stat), or None."""
+    try:
+        with open(f"/proc/{int(pid)}/stat") as handle:
+            data = handle.read()
+    except (OSError, ValueError):
+        return None
+    # The command name (field 2) may hold spaces and parentheses: split after its last ')'.
+    fields = data[data.rfind(")") + 2 :].split()
+    try:
+        return int(fields[19])
+    except (IndexError, ValueError):
+        return None
+
+
+def holder_alive(lease, current_boot=None):
+    """True when the lease names a holder process and that very process still runs."""
+    pid = lease.get("holder_pid")
+    if not pid:
+        return False
+    if lease.get("boot_id") and lease.get("boot_id") != (current_boot if current_boot is not None else boot_id()):
+        return False
+    return process_start(pid) == lease.get("holder_start")
+
+
+def liveness(lease, now, current_boot=None):
+    """(live, why) for a lease record read at node wall time ``now``."""
+    expires = float(lease.get("expires_at") or 0)
+    if now >= expires:
+        return False, f"expired at {_when(expires)}"
+    if lease.get("holder_pid"):
+        if holder_alive(lease, current_boot):
+            return True, "its supervisor (pid {}) runs until {}".format(lease["holder_pid"], _when(expires))
+        return False, "its supervisor (pid {}) is gone".format(lease["holder_pid"])
+    return True, f"set up until {_when(expires)}"
+
+
+def _when(epoch):
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(float(epoch)))
+
+
+def describe(lease, why=""):
+    """One line naming the run, its owner and when the lease ends."""
+    text = "run {} (owner {}, lease until {})".format(
+        lease.get("run_id", "?"),
+        lease.get("owner") or "unknown",
+        _when(lease.get("expires_at") or 0),
+    )
+    return text + ("; " + why if why else "")
+
+
+class Lease:
+    """The lease directory of one node."""
+
+    def __init__(self, directory):
+        self.directory = directory
+        self.path = os.path.join(directory, LEASE_FILE)
+        self.lock_path = os.path.join(directory, LOCK_FILE)
+
+    def _ensure_dir(self):
+        try:
+            os.makedirs(self.directory, exist_ok=True)
+        except OSError as exc:
+            raise LeaseError(f"cannot create the lease directory {self.directory}: {exc.strerror}") from None
+
+    def _locked(self):
+        self._ensure_dir()
+        try:
+            fd = os.open(self.lock_path, os.O_RDWR | os.O_CREAT, 0o666)
+        except OSError as exc:
+            raise LeaseError(f"cannot open the lease lock {self.lock_path}: {exc.strerror}") from None
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        return fd
+
+    def read(self):
+        """The current lease record, None when there is none; a corrupt file reads as expired."""
+        try:
+            with open(self.path) as handle:
+                data = json.load(handle)
+        except OSError as exc:
+            if exc.errno == errno.ENOENT:
+                return None
+            raise LeaseError(f"cannot read the lease {self.path}: {exc.strerror}") from None
+        except ValueError:
+            return {"run_id": "?", "expires_at": 0, "corrupt": True}
+        return data if isinstance(data, dict) else {"run_id": "?", "expires_at": 0, "corrupt": True}
+
+    def _write(self, record):
+        tmp = f"{self.path}.{os.getpid()}.tmp"
+        with open(tmp, "w") as handle:
+            json.dump(record, handle, sort_keys=True)
+        os.replace(tmp, self.path)
+
+    def acquire(self, record, now=None, current_boot=None):
+        """Take or renew the lease for ``record['run_id']``.
+
+        Returns ``{"result": "acquired"|"renewed", "previous": <expired lease or None>}``; the
+        caller cleans up after an expired previous holder. Raises LeaseHeld for a live lease of
+        another run.
+        """
+        now = time.time() if now is None else now
+        fd = self._locked()
+        try:
+            current = self.read()
+            previous = None
+            result = "acquired"
+            if current is not None:
+                if current.get("run_id") == record.get("run_id"):
+                    result = "renewed"
+                else:
+                    live, why = liveness(current, now, current_boot)
+                    if live:
+                        raise LeaseHeld(current, why)
+                    previous = dict(current, why=why)
+            self._write(dict(record, boot_id=record.get("boot_id") or boot_id()))
+            return {"result": result, "previous": previous}
+        finally:
+            os.close(fd)
+
+    def release(self, run_id):
+        """Remove the lease if ``run_id`` holds it; True when it did."""
+        fd = self._locked()
+        try:
+            current = self.read()
+            if current is None or current.get("run_id") != run_id:
+                return False
+            os.unlink(self.path)
+            return True
+        finally:
+            os.close(fd)

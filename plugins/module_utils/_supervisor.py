@@ -1,0 +1,323 @@
+# Copyright (c) aorta.cluster contributors
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""The run supervisor's state machine (target side, standard library only).
+
+Private to this collection. Runs on the node's Python (>= 3.9 syntax), inside the async job the
+controller starts once per node, so that the deadline and SIGTERM -> grace -> SIGKILL hold even
+when the controller is gone: the node keeps its own time (monotonic clock), stops its own
+workload and removes its own container.
+
+States written to the status file, in order: ``running`` -> (``diagnosing`` -> ``terminating``
+-> ``killing``) -> ``cleaning`` -> ``finished``. The file is replaced atomically, so a reader
+never sees half a record.
+"""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+import re
+import signal
+import time
+
+TAIL_BYTES = 256 * 1024
+
+
+def spawn(argv, output_path=None):
+    """Start ``argv`` in a session of its own, output appended to ``output_path``; returns its pid.
+
+    fork/exec rather than a shell: the argv reaches the program as it is.
+    """
+    pid = os.fork()
+    if pid == 0:  # the child: never return into the caller's code
+        try:
+            os.setsid()
+            null = os.open(os.devnull, os.O_RDONLY)
+            os.dup2(null, 0)
+            out = os.open(output_path or os.devnull, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+            os.dup2(out, 1)
+            os.dup2(out, 2)
+            os.execvp(argv[0], [str(a) for a in argv])
+        except BaseException:
+            os._exit(127)
+    return pid
+
+
+def reap(pid):
+    """The exit code of ``pid`` if it has ended (a signal N gives -N), else None."""
+    try:
+        done, status = os.waitpid(pid, os.WNOHANG)
+    except ChildProcessError:
+        return -1
+    if done == 0:
+        return None
+    if os.WIFSIGNALED(status):
+        return -os.WTERMSIG(status)
+    return os.WEXITSTATUS(status)
+
+
+def kill_group(pid, sig):
+    """Signal the session ``spawn`` made for ``pid``; quiet when it is already gone."""
+    try:
+        os.killpg(pid, sig)
+    except OSError as exc:
+        if exc.errno != errno.ESRCH:
+            raise
+
+
+def wait_for_exit(pid, seconds, clock=time.monotonic, sleep=time.sleep, step=0.1):
+    """Reap ``pid`` within ``seconds``; its exit code, or None if it still runs."""
+    end = clock() + seconds
+    while True:
+        rc = reap(pid)
+        if rc is not None or clock() >= end:
+            return rc
+        sleep(step)
+
+
+def run_bounded(argv, seconds, output_path=None, clock=time.monotonic, sleep=time.sleep):
+    """Run ``argv`` for at most ``seconds``; its exit code, or None when it had to be killed."""
+    try:
+        pid = spawn(argv, output_path)
+    except OSError:
+        return 127
+    rc = wait_for_exit(pid, seconds, clock, sleep)
+    if rc is None:
+        kill_group(pid, signal.SIGKILL)
+        wait_for_exit(pid, 5, clock, sleep)
+    return rc
+
+
+def write_json_atomic(path, record):
+    """Replace ``path`` with ``record`` so that a reader sees the old or the new file, never half."""
+    tmp = f"{path}.{os.getpid()}.tmp"
+    with open(tmp, "w") as handle:
+        json.dump(record, handle, sort_keys=True)
+    os.replace(tmp, path)
+
+
+def read_tail(path, lines=300):
+    """The last ``lines`` lines of a text file ('' when it cannot be read)."""
+    try:
+        with open(path, "rb") as handle:
+            handle.seek(0, os.SEEK_END)
+            size = handle.tell()
+            handle.seek(max(0, size - TAIL_BYTES))
+            data = handle.read()
+    except OSError:
+        return ""
+    return "\n".join(data.decode("utf-8", "replace").splitlines()[-lines:])
+
+
+_METRICS = re.compile(r"^rank_(\d+)_metrics\.jsonl$")
+
+
+def metrics_progress(directory, ranks=()):
+    """Steps per global rank: the lines of each ``rank_<rr>_metrics.jsonl`` (one per step).
+
+    A rank of ``ranks`` without a file has recorded 0 steps.
+    """
+    progress = {str(int(r)): 0 for r in ranks}
+    try:
+        names = os.listdir(directory)
+    except OSError:
+        return progress
+    for name in names:
+        match = _METRICS.match(name)
+        if not match:
+            continue
+        rank = str(int(match.group(1)))
+        if ranks and rank not in progress:
+            continue
+        try:
+            with open(os.path.join(directory, name), "rb") as handle:
+                progress[rank] = sum(chunk.count(b"\n") for chunk in iter(lambda h=handle: h.read(1 << 20), b""))
+        except OSError:
+            pass
+    return progress
+
+
+class Supervisor:
+    """Run one node's launch command under its deadline, then stop and clean up after it.
+
+    launch_argv: the command whose exit is the node's outcome (``docker exec <c> bash launch.sh``).
+    term_argv / kill_argv: how to send SIGTERM / SIGKILL to the workload (inside the container);
+    None signals the launch command's own process group instead.
+    diagnose_argv: run at the deadline before SIGTERM, for at most ``diagnose_seconds``.
+    cleanup_argvs: run in order once the workload has ended, whatever the outcome.
+    log_path: where the launch command's output goes; tail_path: the log whose tail is kept.
+    progress: a callable returning ``{rank: steps}``, read every ``progress_every`` seconds.
+    """
+
+    def __init__(
+        self,
+        launch_argv,
+        timeout_seconds,
+        grace_seconds,
+        status_path,
+        term_argv=None,
+        kill_argv=None,
+        diagnose_argv=None,
+        diagnose_seconds=30,
+        cleanup_argvs=(),
+        log_path=None,
+        tail_path=None,
+        progress=None,
+        record=None,
+        poll_seconds=0.5,
+        status_every=2.0,
+        progress_every=5.0,
+        clock=time.monotonic,
+        wall=time.time,
+        sleep=time.sleep,
+    ):
+        self.launch_argv = list(launch_argv)
+        self.timeout = float(timeout_seconds)
+        self.grace = float(grace_seconds)
+        self.status_path = status_path
+        self.term_argv = term_argv
+        self.kill_argv = kill_argv
+        self.diagnose_argv = diagnose_argv
+        self.diagnose_seconds = float(diagnose_seconds)
+        self.cleanup_argvs = [list(a) for a in cleanup_argvs]
+        self.log_path = log_path
+        self.tail_paths = [t for t in (tail_path, log_path) if t]
+        self.progress = progress
+        self.poll = float(poll_seconds)
+        self.status_every = float(status_every)
+        self.progress_every = float(progress_every)
+        self.clock, self.wall, self.sleep = clock, wall, sleep
+        self.stop_requested = None
+        self.status = dict(record or {})
+        self.status.update(
+            {
+                "state": "starting",
+                "finished": False,
+                "outcome": None,
+                "rc": None,
+                "timed_out": False,
+                "reason": "",
+                "supervisor_pid": os.getpid(),
+                "child_pid": None,
+                "progress": {},
+                "events": [],
+            }
+        )
+        self._started = None
+
+    # Signals to the supervisor itself (a node shutting down, an operator's kill): stop the
+    # workload the same way as at the deadline instead of leaving it behind.
+    def request_stop(self, signum, _frame=None):
+        self.stop_requested = signal.Signals(signum).name
+
+    def _elapsed(self):
+        return self.clock() - self._started
+
+    def _event(self, what):
+        self.status["events"].append(
+            {"at": round(self.wall(), 3), "elapsed_s": round(self._elapsed(), 3), "what": what}
+        )
+
+    def _write(self, state=None):
+        if state:
+            self.status["state"] = state
+        elapsed = self._elapsed()
+        self.status["elapsed_s"] = round(elapsed, 3)
+        self.status["left_s"] = round(max(0.0, self.timeout - elapsed), 3)
+        self.status["updated_at"] = round(self.wall(), 3)
+        write_json_atomic(self.status_path, self.status)
+
+    def _read_progress(self):
+        if self.progress is not None:
+            try:
+                self.status["progress"] = self.progress()
+            except Exception as exc:
+                self.status["progress_error"] = str(exc)
+
+    def run(self):
+        """Supervise to the end; returns the final status record (also in the status file)."""
+        self._started = self.clock()
+        now_wall = self.wall()
+        self.status["started_at"] = round(now_wall, 3)
+        self.status["deadline_at"] = round(now_wall + self.timeout, 3)
+        self.status["timeout_s"] = self.timeout
+        self.status["grace_s"] = self.grace
+        try:
+            pid = spawn(self.launch_argv, self.log_path)
+        except OSError as exc:
+            return self._finish(None, "failed", f"cannot start {self.launch_argv[0]}: {exc}")
+        self.status["child_pid"] = pid
+        self._event("launched")
+        self._write("running")
+        last_status = last_progress = self.clock()
+        while True:
+            rc = reap(pid)
+            if rc is not None:
+                self._event(f"exited {rc}")
+                return self._finish(rc, "ok" if rc == 0 else "failed", "" if rc == 0 else f"exit code {rc}")
+            if self.stop_requested or self._elapsed() >= self.timeout:
+                return self._stop(pid)
+            now = self.clock()
+            if now - last_progress >= self.progress_every:
+                self._read_progress()
+                last_progress = now
+            if now - last_status >= self.status_every:
+                self._write()
+                last_status = now
+            self.sleep(self.poll)
+
+    def _stop(self, pid):
+        reason = (
+            f"stopped by {self.stop_requested} to the supervisor"
+            if self.stop_requested
+            else f"deadline of {self.timeout:g}s reached"
+        )
+        timed_out = not self.stop_requested
+        self.status["timed_out"] = timed_out
+        self._event(reason)
+        self._read_progress()  # how far each rank got is the evidence of who everyone waited for
+        if self.diagnose_argv:
+            self._write("diagnosing")
+            rc = run_bounded(self.diagnose_argv, self.diagnose_seconds, clock=self.clock, sleep=self.sleep)
+            self._event("diagnostics " + ("timed out" if rc is None else f"exit {rc}"))
+        self._write("terminating")
+        self._signal(pid, self.term_argv, signal.SIGTERM)
+        self._event("SIGTERM sent")
+        rc = wait_for_exit(pid, self.grace, self.clock, self.sleep)
+        if rc is None:
+            self._write("killing")
+            self._signal(pid, self.kill_argv, signal.SIGKILL)
+            self._event("SIGKILL sent")
+            rc = wait_for_exit(pid, 10, self.clock, self.sleep)
+            if rc is None:  # the launch command itself hangs (a stuck docker exec): end it here
+                kill_group(pid, signal.SIGKILL)
+                rc = wait_for_exit(pid, 5, self.clock, self.sleep)
+        self._event("workload ended" if rc is not None else "workload did not end")
+        return self._finish(rc, "timeout" if timed_out else "failed", reason)
+
+    def _signal(self, pid, argv, sig):
+        if argv:
+            if run_bounded(argv, 15, clock=self.clock, sleep=self.sleep) is None:
+                self._event(f"{argv[0]} did not return")
+        else:
+            kill_group(pid, sig)
+
+    def _finish(self, rc, outcome, reason):
+        self.status.update({"rc": rc, "outcome": outcome, "reason": reason})
+        self._read_progress()
+        self._write("cleaning")
+        for path in self.tail_paths:  # the node's own log first; the launch command's output else
+            self.status["log_tail"] = read_tail(path)
+            if self.status["log_tail"]:
+                break
+        cleanup = []
+        for argv in self.cleanup_argvs:
+            cleanup.append({"cmd": argv[:3], "rc": run_bounded(argv, 120, clock=self.clock, sleep=self.sleep)})
+        self.status["cleanup"] = cleanup
+        self.status["ended_at"] = round(self.wall(), 3)
+        self.status["finished"] = True
+        self._event("finished")
+        self._write("finished")
+        return self.status

@@ -1,0 +1,246 @@
+#!/usr/bin/python
+# Copyright (c) aorta.cluster contributors
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+module: run_supervisor
+short_description: Run one node's share of a run under the node's own deadline
+version_added: 0.2.0
+description:
+  - "Starts the launch command in the run's container and supervises it on the node, so that the run
+    ends the same way whether or not the controller is still there: the deadline is kept on the
+    node's monotonic clock; at the deadline an optional diagnostics command runs (bounded), then
+    SIGTERM is sent to every process in the container, then SIGKILL after the grace period; the
+    files the container's root wrote are handed back to the SSH user; the container is removed;
+    the node's lease is released."
+  - "Start it with C(async) and C(poll: 0): it runs for the whole run. While it runs it keeps a
+    status file (state, per-rank steps, times, exit code) that it replaces atomically; the action
+    plugin M(aorta.cluster.run_wait) reads it."
+  - "It renews the node's lease (M(aorta.cluster.node_lease)) with its own process and the run's
+    deadline plus grace, so the lease expires as soon as the supervisor is gone. It refuses to start
+    when another run holds the node."
+author:
+  - aorta.cluster maintainers (@aorta-cluster)
+options:
+  run_id:
+    description: The run this node belongs to (names the lease and the status file).
+    type: str
+    required: true
+  container:
+    description: The run's container on this node, already running.
+    type: str
+    required: true
+  command:
+    description: The command run inside the container with C(docker exec); its exit code is the node's outcome.
+    type: list
+    elements: str
+    required: true
+  timeout_seconds:
+    description: The run's deadline, counted from the start of the command.
+    type: int
+    required: true
+  grace_seconds:
+    description: Seconds between SIGTERM and SIGKILL, so profilers can flush their traces.
+    type: int
+    default: 30
+  directory:
+    description: Node-local directory of the lease and of the status file C(runs/<run_id>.json).
+    type: path
+    default: /var/tmp/aorta-cluster
+  log:
+    description: Host path of the node's log (written by the command); its tail is returned.
+    type: path
+  progress_dir:
+    description: Host directory holding the ranks' C(rank_<rr>_metrics.jsonl) files (one line per step).
+    type: path
+  ranks:
+    description: This node's global ranks (a rank without a metrics file has recorded 0 steps).
+    type: list
+    elements: int
+    default: []
+  diagnose_command:
+    description: Run on the node at the deadline, before SIGTERM, for at most O(diagnose_seconds).
+    type: list
+    elements: str
+    default: []
+  diagnose_seconds:
+    description: Upper bound of the diagnostics step.
+    type: int
+    default: 30
+  chown_paths:
+    description:
+      - Paths inside the container handed back to the SSH user before the container is removed
+        (the container runs as root). Skipped when the SSH user is root.
+    type: list
+    elements: str
+    default: []
+  remove_container:
+    description: Remove the container (with its anonymous volumes) when the workload has ended.
+    type: bool
+    default: true
+  docker:
+    description: The docker command.
+    type: str
+    default: docker
+extends_documentation_fragment:
+  - aorta.cluster._attributes
+attributes:
+  check_mode:
+    support: full
+    details: In check mode nothing runs; the module returns what it would run.
+  diff_mode:
+    support: none
+notes:
+  - "Give the task an C(async) longer than O(timeout_seconds) + 2 x O(grace_seconds) + O(diagnose_seconds)
+    + 300: Ansible's async wrapper kills its job at that limit."
+"""
+
+EXAMPLES = r"""
+- name: Launch on every node at once
+  aorta.cluster.run_supervisor:
+    run_id: "{{ aorta_run_id_resolved }}"
+    container: "aorta-benchmark-{{ aorta_run_id_resolved }}"
+    command: [bash, /mnt/.aorta-cluster/run1/node_0/launch.sh]
+    timeout_seconds: 3600
+    grace_seconds: 30
+    log: /home/me/aorta/.aorta-cluster/run1/node_0/node.log
+    progress_dir: /home/me/aorta/aorta_runs/run1
+    ranks: [0, 1, 2, 3, 4, 5, 6, 7]
+  async: 4000
+  poll: 0
+  register: aorta_job
+"""
+
+RETURN = r"""
+status:
+  description:
+    - The final status record, as in the status file. Keys include C(state) (V(finished)),
+      C(outcome) (V(ok), V(failed) or V(timeout)), C(rc), C(timed_out), C(reason), C(progress)
+      (steps per global rank), C(events) (what happened when), C(log_tail), C(cleanup),
+      C(started_at), C(deadline_at), C(ended_at) (node wall clock).
+  returned: success
+  type: dict
+status_path:
+  description: The status file on the node.
+  returned: always
+  type: str
+  sample: /var/tmp/aorta-cluster/runs/20261201T101500-a1b2c3.json
+"""
+
+import contextlib
+import os
+import signal
+import time
+
+from ansible.module_utils.basic import AnsibleModule
+
+from ansible_collections.aorta.cluster.plugins.module_utils._lease import (
+    Lease,
+    LeaseError,
+    LeaseHeld,
+    boot_id,
+    describe,
+    process_start,
+)
+from ansible_collections.aorta.cluster.plugins.module_utils._supervisor import Supervisor, metrics_progress
+
+# How long past the deadline the lease stays live: SIGTERM and SIGKILL steps, diagnostics, cleanup.
+LEASE_MARGIN_S = 180
+
+
+def status_path(directory, run_id):
+    return os.path.join(directory, "runs", f"{run_id}.json")
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec={
+            "run_id": {"type": "str", "required": True},
+            "container": {"type": "str", "required": True},
+            "command": {"type": "list", "elements": "str", "required": True},
+            "timeout_seconds": {"type": "int", "required": True},
+            "grace_seconds": {"type": "int", "default": 30},
+            "directory": {"type": "path", "default": "/var/tmp/aorta-cluster"},
+            "log": {"type": "path"},
+            "progress_dir": {"type": "path"},
+            "ranks": {"type": "list", "elements": "int", "default": []},
+            "diagnose_command": {"type": "list", "elements": "str", "default": []},
+            "diagnose_seconds": {"type": "int", "default": 30},
+            "chown_paths": {"type": "list", "elements": "str", "default": []},
+            "remove_container": {"type": "bool", "default": True},
+            "docker": {"type": "str", "default": "docker"},
+        },
+        supports_check_mode=True,
+    )
+    p = module.params
+    if p["timeout_seconds"] <= 0 or p["grace_seconds"] < 0:
+        module.fail_json(msg="timeout_seconds must be > 0 and grace_seconds >= 0")
+    docker, container = p["docker"], p["container"]
+    path = status_path(p["directory"], p["run_id"])
+    launch = [docker, "exec", container] + p["command"]
+    cleanup = []
+    uid, gid = os.getuid(), os.getgid()
+    if p["chown_paths"] and uid != 0:
+        cleanup.append([docker, "exec", container, "chown", "-R", f"{uid}:{gid}"] + p["chown_paths"])
+    if p["remove_container"]:
+        cleanup.append([docker, "rm", "-f", "-v", container])
+    if module.check_mode:
+        module.exit_json(changed=False, status_path=path, command=launch, cleanup=cleanup)
+
+    lease = Lease(p["directory"])
+    now = time.time()
+    expires = now + p["timeout_seconds"] + 2 * p["grace_seconds"] + p["diagnose_seconds"] + LEASE_MARGIN_S
+    try:
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        lease.acquire(
+            {
+                "run_id": p["run_id"],
+                "owner": (lease.read() or {}).get("owner", ""),
+                "acquired_at": round(now, 3),
+                "expires_at": round(expires, 3),
+                "holder_pid": os.getpid(),
+                "holder_start": process_start(os.getpid()),
+                "boot_id": boot_id(),
+                "node": os.uname()[1],
+                "container": container,
+            },
+            now,
+        )
+    except LeaseHeld as held:
+        module.fail_json(msg=f"not launching: this node is held by {describe(held.lease, str(held))}", status_path=path)
+    except (LeaseError, OSError) as exc:
+        module.fail_json(msg=f"cannot take the node's lease: {exc}", status_path=path)
+
+    def progress():
+        return metrics_progress(p["progress_dir"], p["ranks"]) if p["progress_dir"] else {}
+
+    supervisor = Supervisor(
+        launch,
+        p["timeout_seconds"],
+        p["grace_seconds"],
+        path,
+        term_argv=[docker, "exec", container, "bash", "-c", "kill -TERM -1"],
+        kill_argv=[docker, "exec", container, "bash", "-c", "kill -KILL -1"],
+        diagnose_argv=p["diagnose_command"] or None,
+        diagnose_seconds=p["diagnose_seconds"],
+        cleanup_argvs=cleanup,
+        log_path=os.path.join(p["directory"], "runs", "{}.exec.log".format(p["run_id"])),
+        tail_path=p["log"],
+        progress=progress,
+        record={"run_id": p["run_id"], "container": container, "ranks": p["ranks"]},
+    )
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(sig, supervisor.request_stop)
+    try:
+        status = supervisor.run()
+    finally:
+        with contextlib.suppress(LeaseError):
+            lease.release(p["run_id"])
+    module.exit_json(changed=True, status=status, status_path=path)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,115 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""The node lease: one run at a time, expiry by time or by a dead supervisor, races under flock."""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import subprocess
+import time
+
+import pytest
+
+from ansible_collections.aorta.cluster.plugins.module_utils import _lease as lease_mod
+from ansible_collections.aorta.cluster.plugins.module_utils._lease import Lease, LeaseHeld
+
+
+def record(run_id, expires_in=600, pid=None, now=None):
+    now = time.time() if now is None else now
+    return {
+        "run_id": run_id,
+        "owner": f"me@ctl ({run_id})",
+        "acquired_at": now,
+        "expires_at": now + expires_in,
+        "holder_pid": pid,
+        "holder_start": lease_mod.process_start(pid) if pid else None,
+    }
+
+
+def test_first_run_acquires_the_same_run_renews_another_is_refused_naming_the_holder(tmp_path):
+    lease = Lease(str(tmp_path))
+    assert lease.acquire(record("run-a"))["result"] == "acquired"
+    assert lease.acquire(record("run-a"))["result"] == "renewed"
+    with pytest.raises(LeaseHeld) as held:
+        lease.acquire(record("run-b"))
+    assert held.value.lease["run_id"] == "run-a"
+    text = lease_mod.describe(held.value.lease, str(held.value))
+    assert "run run-a" in text and "me@ctl (run-a)" in text and "lease until" in text
+
+
+def test_an_expired_lease_is_taken_over_and_returned_with_why(tmp_path):
+    lease = Lease(str(tmp_path))
+    lease.acquire(record("old", expires_in=1, now=time.time() - 10))
+    taken = lease.acquire(record("new"))
+    assert taken["result"] == "acquired"
+    assert taken["previous"]["run_id"] == "old" and "expired at" in taken["previous"]["why"]
+    assert lease.read()["run_id"] == "new"
+
+
+def test_a_lease_whose_supervisor_died_is_expired_at_once_and_a_live_one_holds(tmp_path):
+    child = subprocess.Popen(["sleep", "30"])
+    try:
+        lease = Lease(str(tmp_path))
+        lease.acquire(record("held", pid=child.pid))
+        with pytest.raises(LeaseHeld, match="its supervisor"):
+            lease.acquire(record("other"))
+    finally:
+        child.kill()
+        child.wait()
+    taken = lease.acquire(record("other"))
+    assert "is gone" in taken["previous"]["why"]
+
+
+def test_pid_reuse_does_not_keep_a_lease_alive(tmp_path):
+    lease = Lease(str(tmp_path))
+    stale = record("reused", pid=os.getpid())
+    stale["holder_start"] = (stale["holder_start"] or 0) + 1  # same pid, another process
+    lease.acquire(stale)
+    assert lease.acquire(record("next"))["previous"]["run_id"] == "reused"
+
+
+def test_release_only_by_the_holder(tmp_path):
+    lease = Lease(str(tmp_path))
+    lease.acquire(record("a"))
+    assert lease.release("b") is False
+    assert lease.release("a") is True
+    assert lease.read() is None
+    assert lease.release("a") is False
+
+
+def test_a_corrupt_lease_reads_as_expired(tmp_path):
+    (tmp_path / lease_mod.LEASE_FILE).write_text("{half")
+    assert Lease(str(tmp_path)).acquire(record("a"))["previous"]["corrupt"] is True
+
+
+def _race(directory, run_id, start, queue):
+    while time.time() < start:
+        time.sleep(0.001)
+    try:
+        Lease(directory).acquire(record(run_id))
+        queue.put(run_id)
+    except LeaseHeld:
+        queue.put(None)
+
+
+def test_many_runs_acquiring_at_once_exactly_one_wins(tmp_path):
+    queue = multiprocessing.get_context("fork").Queue()
+    start = time.time() + 0.3
+    procs = [
+        multiprocessing.get_context("fork").Process(target=_race, args=(str(tmp_path), f"r{i}", start, queue))
+        for i in range(8)
+    ]
+    for proc in procs:
+        proc.start()
+    for proc in procs:
+        proc.join(10)
+    winners = [w for w in (queue.get(timeout=5) for _ in procs) if w]
+    assert len(winners) == 1
+    assert Lease(str(tmp_path)).read()["run_id"] == winners[0]
+
+
+def test_unusable_directory_is_a_clear_error(tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    with pytest.raises(lease_mod.LeaseError, match="cannot create the lease directory"):
+        Lease(str(blocker / "sub")).acquire(record("a"))
