@@ -70,11 +70,17 @@ def holder_alive(lease, current_boot=None):
     return process_start(pid) == lease.get("holder_start")
 
 
-def liveness(lease, now, current_boot=None):
-    """(live, why) for a lease record read at node wall time ``now``."""
+def liveness(lease, now, current_boot=None, gone_owner=None):
+    """(live, why) for a lease record read at node wall time ``now``.
+
+    ``gone_owner``: an owner the caller knows has died (its controller process is gone); a lease
+    of that owner that no supervisor holds yet is expired.
+    """
     expires = float(lease.get("expires_at") or 0)
     if now >= expires:
         return False, f"expired at {_when(expires)}"
+    if gone_owner and not lease.get("holder_pid") and lease.get("owner") == gone_owner:
+        return False, "its controller process is gone"
     if lease.get("holder_pid"):
         if holder_alive(lease, current_boot):
             return True, "its supervisor (pid {}) runs until {}".format(lease["holder_pid"], _when(expires))
@@ -138,7 +144,7 @@ class Lease:
             json.dump(record, handle, sort_keys=True)
         os.replace(tmp, self.path)
 
-    def acquire(self, record, now=None, current_boot=None):
+    def acquire(self, record, now=None, current_boot=None, gone_owner=None):
         """Take or renew the lease for ``record['run_id']``.
 
         Returns ``{"result": "acquired"|"renewed", "previous": <expired lease or None>}``; the
@@ -155,7 +161,7 @@ class Lease:
                 if current.get("run_id") == record.get("run_id"):
                     result = "renewed"
                 else:
-                    live, why = liveness(current, now, current_boot)
+                    live, why = liveness(current, now, current_boot, gone_owner)
                     if live:
                         raise LeaseHeld(current, why)
                     previous = dict(current, why=why)
@@ -175,3 +181,85 @@ class Lease:
             return True
         finally:
             os.close(fd)
+
+
+def orphan_containers(run, docker, keep_run):
+    """(id, name, run) of every aorta container whose run is not ``keep_run``."""
+    rc, out, _err = run(
+        [
+            docker,
+            "ps",
+            "-a",
+            "--filter",
+            "label=aorta.cluster.run",
+            "--format",
+            '{{.ID}} {{.Names}} {{.Label "aorta.cluster.run"}}',
+        ]
+    )
+    if rc != 0:
+        return []
+    found = []
+    for line in out.splitlines():
+        parts = line.split()
+        if len(parts) == 3 and parts[2] != keep_run:
+            found.append(tuple(parts))
+    return found
+
+
+def take(directory, run_id, owner, expires_in, run, docker="docker", check_mode=False, now=None, gone_owner=None):
+    """Hold this node for ``run_id``: the lease, then the removal of other runs' orphaned containers.
+
+    ``run(argv) -> (rc, out, err)``. Raises LeaseHeld (another run's live lease) or LeaseError.
+    Returns ``{"result", "previous", "removed_containers", "message"}``; in check mode nothing is
+    written or removed (a live lease of another run still raises).
+    """
+    lease = Lease(directory)
+    now = time.time() if now is None else now
+    if check_mode:
+        current = lease.read()
+        if current and current.get("run_id") != run_id:
+            live, why = liveness(current, now, gone_owner=gone_owner)
+            if live:
+                raise LeaseHeld(current, why)
+        return {"result": "free", "previous": None, "removed_containers": [], "message": ""}
+    record = {
+        "run_id": run_id,
+        "owner": owner,
+        "acquired_at": round(now, 3),
+        "expires_at": round(now + expires_in, 3),
+        "holder_pid": None,
+        "holder_start": None,
+        "node": os.uname()[1],
+    }
+    taken = lease.acquire(record, now, gone_owner=gone_owner)
+    prune_status_files(os.path.join(directory, "runs"), now)
+    removed = []
+    for cid, name, other in orphan_containers(run, docker, run_id):
+        rc, _out, err = run([docker, "rm", "-f", "-v", cid])
+        if rc != 0:
+            raise LeaseError(f"cannot remove {name}, a container of run {other} with no live lease: {err.strip()}")
+        removed.append(f"{name} (run {other})")
+    parts = [f"lease {taken['result']} for run {run_id}"]
+    if taken["previous"]:
+        parts.append("took over from " + describe(taken["previous"], taken["previous"].get("why", "")))
+    if removed:
+        parts.append("removed orphaned containers " + ", ".join(removed))
+    return dict(taken, removed_containers=removed, message="; ".join(parts))
+
+
+STATUS_KEEP_S = 14 * 86400
+
+
+def prune_status_files(directory, now, keep_seconds=STATUS_KEEP_S):
+    """Remove supervisors' status files older than two weeks (they are a few KB each)."""
+    try:
+        names = os.listdir(directory)
+    except OSError:
+        return
+    for name in names:
+        path = os.path.join(directory, name)
+        try:
+            if now - os.stat(path).st_mtime > keep_seconds:
+                os.unlink(path)
+        except OSError:
+            continue

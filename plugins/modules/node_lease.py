@@ -106,41 +106,10 @@ message:
 """
 
 import os
-import time
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.aorta.cluster.plugins.module_utils._lease import (
-    Lease,
-    LeaseError,
-    LeaseHeld,
-    boot_id,
-    describe,
-    liveness,
-)
-
-
-def _orphans(module, docker, keep_run):
-    """(id, name, run) of every aorta container whose run is not ``keep_run``."""
-    rc, out, _err = module.run_command(
-        [
-            docker,
-            "ps",
-            "-a",
-            "--filter",
-            "label=aorta.cluster.run",
-            "--format",
-            '{{.ID}} {{.Names}} {{.Label "aorta.cluster.run"}}',
-        ]
-    )
-    if rc != 0:
-        return []
-    found = []
-    for line in out.splitlines():
-        parts = line.split()
-        if len(parts) == 3 and parts[2] != keep_run:
-            found.append(tuple(parts))
-    return found
+from ansible_collections.aorta.cluster.plugins.module_utils._lease import Lease, LeaseError, LeaseHeld, describe, take
 
 
 def main():
@@ -156,67 +125,34 @@ def main():
         supports_check_mode=True,
     )
     p = module.params
-    lease = Lease(p["directory"])
-    node = os.uname()[1]
     try:
         if p["state"] == "released":
+            lease = Lease(p["directory"])
             if module.check_mode:
                 current = lease.read()
-                held = bool(current and current.get("run_id") == p["run_id"])
-                module.exit_json(
-                    changed=held, result="released" if held else "not_held", removed_containers=[], message=""
-                )
-            released = lease.release(p["run_id"])
+                released = bool(current and current.get("run_id") == p["run_id"])
+            else:
+                released = lease.release(p["run_id"])
             module.exit_json(
                 changed=released,
                 result="released" if released else "not_held",
                 removed_containers=[],
-                message="lease of run {} released".format(p["run_id"]) if released else "",
+                message=f"lease of run {p['run_id']} released" if released else "",
             )
-        now = time.time()
-        if module.check_mode:
-            current = lease.read()
-            if current and current.get("run_id") != p["run_id"]:
-                live, why = liveness(current, now)
-                if live:
-                    raise LeaseHeld(current, why)
-            module.exit_json(changed=False, result="free", removed_containers=[], message="")
-        record = {
-            "run_id": p["run_id"],
-            "owner": p["owner"],
-            "acquired_at": round(now, 3),
-            "expires_at": round(now + p["expires_in"], 3),
-            "holder_pid": None,
-            "holder_start": None,
-            "boot_id": boot_id(),
-            "node": node,
-        }
-        taken = lease.acquire(record, now)
-    except LeaseHeld as held:
-        module.fail_json(
-            msg=f"node {node} is held by {describe(held.lease, str(held))}: "
-            "not launching beside it (wait for it, or stop it)",
-            holder=held.lease,
+        taken = take(
+            p["directory"], p["run_id"], p["owner"], p["expires_in"], module.run_command, p["docker"], module.check_mode
         )
+    except LeaseHeld as held:
+        module.fail_json(msg=held_message(held), holder=held.lease)
     except LeaseError as exc:
         module.fail_json(msg=str(exc))
-    removed = []
-    for cid, name, run in _orphans(module, p["docker"], p["run_id"]):
-        rc, _out, err = module.run_command([p["docker"], "rm", "-f", "-v", cid])
-        if rc != 0:
-            module.fail_json(msg=f"cannot remove {name}, a container of run {run} with no live lease: {err.strip()}")
-        removed.append(f"{name} (run {run})")
-    parts = ["lease {} for run {}".format(taken["result"], p["run_id"])]
-    if taken["previous"]:
-        parts.append("took over from {}".format(describe(taken["previous"], taken["previous"].get("why", ""))))
-    if removed:
-        parts.append("removed orphaned containers " + ", ".join(removed))
-    module.exit_json(
-        changed=taken["result"] == "acquired" or bool(removed),
-        result=taken["result"],
-        previous=taken["previous"],
-        removed_containers=removed,
-        message="; ".join(parts),
+    module.exit_json(changed=taken["result"] == "acquired" or bool(taken["removed_containers"]), **taken)
+
+
+def held_message(held):
+    return (
+        f"node {os.uname()[1]} is held by {describe(held.lease, str(held))}: "
+        "not launching beside it (wait for it, or stop it)"
     )
 
 

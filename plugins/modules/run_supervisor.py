@@ -38,6 +38,12 @@ options:
     type: list
     elements: str
     required: true
+  script:
+    description: Written to O(script_path) (mode 0755) before the command starts, for example the launch script it runs.
+    type: str
+  script_path:
+    description: Host path of O(script).
+    type: path
   timeout_seconds:
     description: The run's deadline, counted from the start of the command.
     type: int
@@ -161,6 +167,8 @@ def main():
             "run_id": {"type": "str", "required": True},
             "container": {"type": "str", "required": True},
             "command": {"type": "list", "elements": "str", "required": True},
+            "script": {"type": "str"},
+            "script_path": {"type": "path"},
             "timeout_seconds": {"type": "int", "required": True},
             "grace_seconds": {"type": "int", "default": 30},
             "directory": {"type": "path", "default": "/var/tmp/aorta-cluster"},
@@ -174,6 +182,7 @@ def main():
             "docker": {"type": "str", "default": "docker"},
         },
         supports_check_mode=True,
+        required_together=[("script", "script_path")],
     )
     p = module.params
     if p["timeout_seconds"] <= 0 or p["grace_seconds"] < 0:
@@ -189,6 +198,15 @@ def main():
         cleanup.append([docker, "rm", "-f", "-v", container])
     if module.check_mode:
         module.exit_json(changed=False, status_path=path, command=launch, cleanup=cleanup)
+
+    if p["script_path"]:
+        try:
+            os.makedirs(os.path.dirname(p["script_path"]), exist_ok=True)
+            with open(p["script_path"], "w") as handle:
+                handle.write(p["script"])
+            os.chmod(p["script_path"], 0o755)
+        except OSError as exc:
+            module.fail_json(msg=f"cannot write {p['script_path']}: {exc.strerror}", status_path=path)
 
     lease = Lease(p["directory"])
     now = time.time()

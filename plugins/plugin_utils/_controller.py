@@ -10,7 +10,10 @@ from __future__ import annotations
 
 import getpass
 import os
+import re
 import socket
+
+_OWNER = re.compile(r"^(?P<user>[^@]*)@(?P<host>\S+) \(ansible-playbook pid (?P<pid>\d+)\)$")
 
 
 def controller_identity() -> str:
@@ -23,3 +26,20 @@ def controller_identity() -> str:
     except (KeyError, OSError):
         user = str(os.getuid())
     return f"{user}@{socket.gethostname()} (ansible-playbook pid {os.getppid()})"
+
+
+def owner_is_gone(owner: str) -> bool:
+    """True when ``owner`` names an ansible-playbook process on THIS controller that no longer runs.
+
+    Only then can a lease taken during setup (no supervisor yet) be known dead before it expires:
+    a lease owned by another controller is left to its expiry.
+    """
+    match = _OWNER.match(owner or "")
+    if not match or match.group("host") != socket.gethostname():
+        return False
+    try:
+        with open(f"/proc/{int(match.group('pid'))}/cmdline", "rb") as handle:
+            cmdline = handle.read()
+    except OSError:
+        return True
+    return b"ansible" not in cmdline

@@ -12,7 +12,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ansible_collections.aorta.cluster.plugins.plugin_utils._launch import LaunchError
+from ansible_collections.aorta.cluster.plugins.plugin_utils._preflight import interface_holding
 
 STATES = ("ok", "failed", "timeout", "unreachable", "not_started")
 
@@ -117,7 +117,7 @@ def fabric_interface(facts: Mapping[str, Any], address: str, node: str = "this n
 
     ``facts`` is ``ansible_facts`` (keys ``interfaces`` and one entry per interface).
     """
-    seen = []
+    held = {}
     for name in facts.get("interfaces", []):
         entry = facts.get(name.replace("-", "_")) or facts.get(name) or {}
         addresses = []
@@ -125,14 +125,8 @@ def fabric_interface(facts: Mapping[str, Any], address: str, node: str = "this n
             addresses.append(entry["ipv4"].get("address"))
         addresses += [a.get("address") for a in entry.get("ipv4_secondaries", []) if isinstance(a, Mapping)]
         addresses += [a.get("address") for a in entry.get("ipv6", []) if isinstance(a, Mapping)]
-        addresses = [a for a in addresses if a]
-        if address in addresses:
-            return name
-        if addresses:
-            seen.append(f"{name}={','.join(addresses)}")
-    raise LaunchError(
-        f"{node}: no interface holds the fabric address (vpc_ip) {address}; it has {'; '.join(seen) or 'none'}"
-    )
+        held[name] = [a for a in addresses if a]
+    return interface_holding(held, address, node)
 
 
 def node_line(node: Mapping[str, Any]) -> str:

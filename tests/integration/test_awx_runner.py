@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import stat
 import subprocess
 import sys
@@ -143,10 +144,10 @@ def test_job_template_run_through_ansible_runner(standin_cluster, tmp_path):
     head_log = (Path(data["aorta_results_dir"]) / "logs" / f"{head}.log").read_text()
     assert 'overrides ["training.output_dir=' in head_log and '"training.max_steps=5"' in head_log
 
-    # Progress while torchrun runs: AWX shows each poll as a retry line per node, not silence.
-    polls = [e for e in events if e.get("event") == "runner_retry"]
-    assert {e["event_data"]["host"] for e in polls} <= {n["mgmt_ip"] for n in standin_cluster.nodes}
-    assert polls, "no per-node status lines while waiting"
+    # Progress while torchrun runs: one summary line per poll for the whole run, and no
+    # "FAILED - RETRYING" lines that read like failures in a healthy job.
+    assert not [e for e in events if e.get("event") == "runner_retry"]
+    assert re.search(rf"^running \d+/{len(standin_cluster.nodes)} nodes", stdout, re.M), "no progress lines"
     # The Machine credential's key never reaches the job output or its events.
     key_body = (standin.OUT / "id_ed25519").read_text().splitlines()[1]
     assert key_body not in stdout

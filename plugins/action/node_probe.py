@@ -1,0 +1,43 @@
+# Copyright (c) aorta.cluster contributors
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""Run node_probe on the node, then judge its facts here, in the controller's own Python."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from ansible.plugins.action import ActionBase
+
+from ansible_collections.aorta.cluster.plugins.plugin_utils._controller import controller_identity, owner_is_gone
+from ansible_collections.aorta.cluster.plugins.plugin_utils._preflight import judge
+
+
+class ActionModule(ActionBase):
+    def run(self, tmp: Any = None, task_vars: dict[str, Any] | None = None) -> dict[str, Any]:
+        result = super().run(tmp, task_vars)
+        args = dict(self._task.args)
+        expect = args.pop("expect", None) or {}
+        if args.get("lease") and not args["lease"].get("owner"):
+            args["lease"] = dict(args["lease"], owner=controller_identity())
+        probe = self._execute_module(module_name="aorta.cluster.node_probe", module_args=args, task_vars=task_vars)
+        holder = probe.get("holder") or {}
+        if probe.get("failed") and not holder.get("holder_pid") and owner_is_gone(holder.get("owner", "")):
+            # Set up by an ansible-playbook of this controller that has died: no need to wait for expiry.
+            args["lease"] = dict(args["lease"], gone_owner=holder["owner"])
+            probe = self._execute_module(module_name="aorta.cluster.node_probe", module_args=args, task_vars=task_vars)
+        after = time.time()
+        result.update(probe)
+        if probe.get("failed") or "facts" not in probe:
+            return result
+        node = str((task_vars or {}).get("inventory_hostname", "node"))
+        verdict = judge(node, probe["facts"], expect)
+        derived = verdict["derived"]
+        # The node reads its clock last, just before it answers: against the controller's clock when
+        # the answer arrived, the error is the return trip (milliseconds), not the module's run time.
+        derived.setdefault("record", {})["clock_offset_s"] = round(probe["facts"]["clock"] - after, 3)
+        result["derived"] = derived
+        if verdict["failures"]:
+            result.update(failed=True, msg="; ".join(verdict["failures"]), failures=verdict["failures"])
+        return result

@@ -1,0 +1,109 @@
+# Copyright (c) aorta.cluster contributors
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""Everything preflight asks of a node, gathered in one module run (target side, stdlib only).
+
+Private to this collection. Runs on the node's Python (>= 3.9 syntax). It gathers facts and
+judges nothing: the controller judges them (plugin_utils/_preflight.py), so the rules are unit
+tested once and the messages stay the same whatever the node runs.
+
+``run`` is a callable ``run(argv) -> (rc, stdout, stderr)`` (the module passes
+AnsibleModule.run_command).
+"""
+
+from __future__ import annotations
+
+import grp
+import json
+import os
+import time
+
+GPU_DEVICES = ("/dev/kfd", "/dev/dri")
+CONTAINER_DEVICES = ("/dev/kfd", "/dev/dri", "/dev/infiniband")
+
+
+def _last_line(text):
+    lines = [line for line in (text or "").strip().splitlines() if line.strip()]
+    return lines[-1].strip() if lines else ""
+
+
+def docker_facts(run, docker, image):
+    """Server version (or why it does not answer) and the image's id (None when absent)."""
+    rc, out, err = run([docker, "version", "--format", "{{.Server.Version}}"])
+    facts = {
+        "docker": {"ok": rc == 0, "version": out.strip() if rc == 0 else "", "error": "" if rc == 0 else err.strip()}
+    }
+    image_id = None
+    if rc == 0 and image:
+        rc, out, _err = run([docker, "image", "inspect", "--format", "{{.Id}}", image])
+        image_id = out.strip() if rc == 0 else None
+    facts["image_id"] = image_id
+    return facts
+
+
+def path_facts(root, relative_paths):
+    return {p: os.path.exists(os.path.join(root, p)) for p in relative_paths}
+
+
+def disk_facts(path):
+    """Free bytes for an unprivileged user at ``path`` (statvfs: no df output to parse)."""
+    try:
+        st = os.statvfs(path)
+    except OSError as exc:
+        return {"path": path, "free_bytes": None, "error": exc.strerror}
+    return {"path": path, "free_bytes": st.f_bavail * st.f_frsize, "error": ""}
+
+
+def gpu_count(run):
+    """GPUs amd-smi (else rocm-smi) lists, with the tool that counted them; None when neither answers."""
+    rc, out, _err = run(["amd-smi", "list", "--csv"])
+    if rc == 0:
+        rows = [line for line in out.splitlines()[1:] if line.strip()]
+        return {"count": len(rows), "tool": "amd-smi"}
+    rc, out, _err = run(["rocm-smi", "--showid", "--csv"])
+    if rc == 0:
+        return {"count": sum(1 for line in out.splitlines() if line.startswith("card")), "tool": "rocm-smi"}
+    return {"count": None, "tool": ""}
+
+
+def interfaces(run):
+    """Interface name -> its IPv4 and IPv6 addresses, from ``ip -j address``."""
+    rc, out, err = run(["ip", "-j", "address", "show"])
+    if rc != 0:
+        return {"error": _last_line(err) or "ip -j address failed", "interfaces": {}}
+    try:
+        data = json.loads(out)
+    except ValueError:
+        return {"error": "ip -j address printed no JSON", "interfaces": {}}
+    found = {}
+    for entry in data:
+        name = entry.get("ifname")
+        if name:
+            found[name] = [a.get("local") for a in entry.get("addr_info", []) if a.get("local")]
+    return {"error": "", "interfaces": found}
+
+
+def group_ids(names=("video", "render")):
+    """Numeric gids of the groups the node has, in ``names`` order (the image may lack the names)."""
+    gids = []
+    for name in names:
+        try:
+            gids.append(str(grp.getgrnam(name).gr_gid))
+        except KeyError:
+            continue
+    return gids
+
+
+def gather(run, docker="docker", image="", root="", paths=(), count_gpus=False):
+    """One node's facts for preflight and the container start."""
+    facts = docker_facts(run, docker, image)
+    facts["paths"] = path_facts(root, paths) if root else {}
+    facts["disk"] = disk_facts(root or "/")
+    facts["gpu_devices"] = {d: os.path.exists(d) for d in GPU_DEVICES}
+    facts["gpus"] = gpu_count(run) if count_gpus else {"count": None, "tool": ""}
+    facts["container_devices"] = [d for d in CONTAINER_DEVICES if os.path.exists(d)]
+    facts["group_ids"] = group_ids()
+    facts.update(interfaces(run))
+    facts["uid"], facts["gid"] = os.getuid(), os.getgid()
+    facts["clock"] = time.time()
+    return facts

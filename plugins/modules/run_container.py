@@ -1,0 +1,174 @@
+#!/usr/bin/python
+# Copyright (c) aorta.cluster contributors
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+module: run_container
+short_description: Start the run's container on a node and prove it can run the job
+version_added: 0.2.0
+description:
+  - "In one module run: removes a container of the same name, creates the node's run directory as
+    the SSH user, starts the container with the given C(docker run) argv, checks it runs, proves the
+    container's root can write the run's directories (NFS C(root_squash) fails here, named), reads
+    the start floor from the file system's own clock, and runs the optional build step inside."
+  - The start floor is the modification time of a file the container writes in the output
+    directory, so it comes from the clock that will stamp the traces (the NFS server's, on NFS),
+    not from the node's.
+author:
+  - aorta.cluster maintainers (@aorta-cluster)
+options:
+  container:
+    description: The container's name.
+    type: str
+    required: true
+  run_argv:
+    description: The whole C(docker run -d ...) argv (see the P(aorta.cluster.docker_run_argv#filter) filter).
+    type: list
+    elements: str
+    required: true
+  run_dir:
+    description: The node's run directory on the host, created as the SSH user.
+    type: path
+    required: true
+  mount_source:
+    description: The host directory bind-mounted into the container (named in messages).
+    type: path
+    required: true
+  writable:
+    description: Directories inside the container its root must be able to write (created).
+    type: list
+    elements: str
+    default: []
+  floor_dir:
+    description:
+      - A directory of O(writable), as a pair C(container)/C(host) path, whose clock gives the start
+        floor.
+    type: dict
+  build:
+    description: A command run inside the container before launch (an empty list skips it).
+    type: list
+    elements: str
+    default: []
+  docker:
+    description: The docker command.
+    type: str
+    default: docker
+extends_documentation_fragment:
+  - aorta.cluster._attributes
+attributes:
+  check_mode:
+    support: full
+    details: In check mode nothing is started; the module returns the argv it would run.
+  diff_mode:
+    support: none
+"""
+
+EXAMPLES = r"""
+- name: Start the container
+  aorta.cluster.run_container:
+    container: aorta-benchmark-run1
+    run_argv: "{{ aorta_docker_run_argv }}"
+    run_dir: /home/me/aorta/.aorta-cluster/run1/node_0
+    mount_source: /home/me/aorta
+    writable: [/mnt/.aorta-cluster/run1/node_0, /mnt/aorta_runs/run1]
+    floor_dir: {container: /mnt/aorta_runs/run1, host: /home/me/aorta/aorta_runs/run1}
+"""
+
+RETURN = r"""
+container_id:
+  description: The started container's id.
+  returned: success
+  type: str
+start_floor:
+  description: Epoch seconds on the output directory's clock; files older belong to earlier runs.
+  returned: success and O(floor_dir) given
+  type: float
+removed_same_name:
+  description: Whether a container of the same name was removed first.
+  returned: success
+  type: bool
+"""
+
+import os
+
+from ansible.module_utils.basic import AnsibleModule
+
+PROBE_FILE = ".aorta-write-test"
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec={
+            "container": {"type": "str", "required": True},
+            "run_argv": {"type": "list", "elements": "str", "required": True},
+            "run_dir": {"type": "path", "required": True},
+            "mount_source": {"type": "path", "required": True},
+            "writable": {"type": "list", "elements": "str", "default": []},
+            "floor_dir": {"type": "dict"},
+            "build": {"type": "list", "elements": "str", "default": []},
+            "docker": {"type": "str", "default": "docker"},
+        },
+        supports_check_mode=True,
+    )
+    p = module.params
+    docker, name = p["docker"], p["container"]
+    if module.check_mode:
+        module.exit_json(changed=False, run_argv=p["run_argv"])
+
+    rc, _out, _err = module.run_command([docker, "rm", "-f", name])
+    removed = rc == 0
+    try:
+        os.makedirs(p["run_dir"], exist_ok=True)
+    except OSError as exc:
+        module.fail_json(msg=f"cannot create the run directory {p['run_dir']}: {exc.strerror}")
+    rc, out, err = module.run_command(p["run_argv"])
+    if rc != 0:
+        module.fail_json(
+            msg=f"Start the container: docker run exited {rc}", rc=rc, stderr=err, stderr_lines=err.splitlines()
+        )
+    container_id = out.strip()
+    rc, out, err = module.run_command([docker, "inspect", "--format", "{{.State.Running}}", name])
+    if rc != 0 or out.strip() != "true":
+        module.fail_json(msg=f"the container {name} is not running right after its start: {err.strip() or out.strip()}")
+
+    # The container writes as its root. On NFS exported with root_squash that root is "nobody",
+    # and Aorta would die at its first write with an error far from the cause: prove it here.
+    script = 'for d in "$@"; do mkdir -p -- "$d" && touch -- "$d/' + PROBE_FILE + '" || exit 1; done'
+    rc, _out, err = module.run_command([docker, "exec", name, "sh", "-c", script, "write-probe"] + p["writable"])
+    if rc != 0:
+        source = p["mount_source"]
+        module.fail_json(
+            msg=(
+                f"the container (as root) cannot write under {source} ({err.strip()}). If {source} is on NFS "
+                "exported with root_squash, the container's root is mapped to nobody: export it with "
+                "no_root_squash, or make the run's directories under it writable by nobody, or keep "
+                "aorta_path on a local disk. See docs/troubleshooting.md."
+            )
+        )
+    floor = None
+    if p["floor_dir"]:
+        try:
+            floor = os.stat(os.path.join(p["floor_dir"]["host"], PROBE_FILE)).st_mtime
+        except OSError as exc:
+            module.fail_json(msg=f"cannot read the start floor in {p['floor_dir']['host']}: {exc.strerror}")
+    cleanup = 'for d in "$@"; do rm -f -- "$d/' + PROBE_FILE + '"; done'
+    module.run_command([docker, "exec", name, "sh", "-c", cleanup, "write-probe"] + p["writable"])
+
+    if p["build"]:
+        rc, out, err = module.run_command([docker, "exec", name] + p["build"])
+        if rc != 0:
+            module.fail_json(
+                msg=f"Build RCCL on the node: {' '.join(p['build'])} exited {rc}",
+                rc=rc,
+                stdout=out,
+                stderr=err,
+                stderr_lines=err.splitlines(),
+            )
+    module.exit_json(changed=True, container_id=container_id, start_floor=floor, removed_same_name=removed)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,89 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""run_supervisor as Ansible runs it, with a docker CLI stand-in that runs `exec` commands here:
+the lease is renewed with the supervisor's own process and released at the end, the container
+is removed, the status file says finished."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from ansible_collections.aorta.cluster.plugins.module_utils._lease import Lease
+from ansible_collections.aorta.cluster.plugins.modules import run_supervisor
+
+MODULE = Path(run_supervisor.__file__)
+
+
+def fake_docker(tmp_path):
+    script = tmp_path / "docker"
+    script.write_text(
+        f'#!/bin/sh\nif [ "$1" = exec ]; then shift 2; exec "$@"; fi\necho "$@" >> {tmp_path}/docker.log\n'
+    )
+    script.chmod(0o755)
+    return str(script)
+
+
+def run_module(args, check=False):
+    payload = {"ANSIBLE_MODULE_ARGS": dict(args, _ansible_check_mode=check)}
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
+    out = subprocess.run(
+        [sys.executable, str(MODULE)], input=json.dumps(payload), capture_output=True, text=True, env=env, check=False
+    )
+    return json.loads(out.stdout)
+
+
+def test_a_run_that_exits_is_recorded_and_cleaned_up(tmp_path):
+    metrics = tmp_path / "out"
+    metrics.mkdir()
+    (metrics / "rank_01_metrics.jsonl").write_text("{}\n{}\n{}\n")
+    log = tmp_path / "node.log"
+    args = {
+        "run_id": "r1",
+        "container": "c-r1",
+        "command": ["sh", "-c", f"echo step > {log}; exit 0"],
+        "timeout_seconds": 30,
+        "directory": str(tmp_path / "state"),
+        "log": str(log),
+        "progress_dir": str(metrics),
+        "ranks": [0, 1],
+        "docker": fake_docker(tmp_path),
+    }
+    Lease(args["directory"]).acquire({"run_id": "r1", "owner": "me@ctl", "expires_at": 9e9})
+    result = run_module(args)
+    status = result["status"]
+    assert status["outcome"] == "ok" and status["rc"] == 0 and status["log_tail"] == "step"
+    assert status["progress"] == {"0": 0, "1": 3}
+    assert json.loads(Path(result["status_path"]).read_text())["finished"] is True
+    assert (tmp_path / "docker.log").read_text().split() == ["rm", "-f", "-v", "c-r1"]
+    assert Lease(args["directory"]).read() is None  # released with the run
+
+
+def test_another_runs_live_lease_stops_the_launch(tmp_path):
+    state = str(tmp_path / "state")
+    Lease(state).acquire({"run_id": "other", "owner": "you@ctl", "expires_at": 9e9})
+    marker = tmp_path / "ran"
+    result = run_module(
+        {
+            "run_id": "mine",
+            "container": "c",
+            "command": ["touch", str(marker)],
+            "timeout_seconds": 30,
+            "directory": state,
+            "docker": fake_docker(tmp_path),
+        }
+    )
+    assert result["failed"] and "held by run other (owner you@ctl" in result["msg"]
+    assert not marker.exists()
+
+
+def test_check_mode_runs_nothing_and_shows_the_commands(tmp_path):
+    result = run_module(
+        {"run_id": "r", "container": "c", "command": ["true"], "timeout_seconds": 5, "directory": str(tmp_path)},
+        check=True,
+    )
+    assert result["command"] == ["docker", "exec", "c", "true"]
+    assert result["cleanup"][-1] == ["docker", "rm", "-f", "-v", "c"]
+    assert not (tmp_path / "runs").exists()
