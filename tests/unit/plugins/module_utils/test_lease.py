@@ -113,3 +113,48 @@ def test_unusable_directory_is_a_clear_error(tmp_path):
     blocker.write_text("")
     with pytest.raises(lease_mod.LeaseError, match="cannot create the lease directory"):
         Lease(str(blocker / "sub")).acquire(record("a"))
+
+
+def test_a_setup_lease_of_a_gone_owner_is_expired_but_not_one_a_supervisor_holds(tmp_path):
+    lease = Lease(str(tmp_path))
+    lease.acquire(record("setup"))
+    taken = lease.acquire(record("next"), gone_owner="me@ctl (setup)")
+    assert taken["previous"]["why"] == "its controller process is gone"
+    lease.release("next")
+    child = subprocess.Popen(["sleep", "30"])
+    try:
+        lease.acquire(dict(record("supervised", pid=child.pid), owner="me@ctl (x)"))
+        with pytest.raises(LeaseHeld):
+            lease.acquire(record("other"), gone_owner="me@ctl (x)")
+    finally:
+        child.kill()
+        child.wait()
+
+
+def test_take_prunes_old_status_files_and_removes_orphans(tmp_path):
+    runs = tmp_path / "runs"
+    runs.mkdir()
+    old, new = runs / "old.json", runs / "new.json"
+    old.write_text("{}")
+    new.write_text("{}")
+    os.utime(old, (time.time() - 30 * 86400,) * 2)
+    calls = []
+
+    def run(argv):
+        calls.append(argv)
+        if argv[1] == "ps":
+            return 0, "c1 aorta-benchmark-x x\nc2 aorta-benchmark-me me\n", ""
+        return 0, "", ""
+
+    taken = lease_mod.take(str(tmp_path), "me", "me@ctl", 60, run)
+    assert not old.exists() and new.exists()
+    assert taken["removed_containers"] == ["aorta-benchmark-x (run x)"] and calls[-1] == [
+        "docker",
+        "rm",
+        "-f",
+        "-v",
+        "c1",
+    ]
+    with pytest.raises(LeaseHeld):  # check mode still refuses beside a live lease, and writes nothing
+        lease_mod.take(str(tmp_path), "other", "o", 60, run, check_mode=True)
+    assert Lease(str(tmp_path)).read()["run_id"] == "me"

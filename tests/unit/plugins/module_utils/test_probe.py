@@ -1,0 +1,69 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""The node probe gathers facts with real commands on this machine (and a docker CLI stand-in)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import time
+
+from ansible_collections.aorta.cluster.plugins.module_utils import _probe
+
+
+def run(argv):
+    try:
+        out = subprocess.run(argv, capture_output=True, text=True, check=False)
+    except FileNotFoundError as exc:
+        return 127, "", str(exc)
+    return out.returncode, out.stdout, out.stderr
+
+
+def fake_docker(tmp_path, version_rc=0):
+    script = tmp_path / "docker"
+    script.write_text(
+        "#!/bin/sh\n"
+        f'if [ "$1" = version ]; then [ {version_rc} = 0 ] && echo 27.1 && exit 0; '
+        'echo "Cannot connect" >&2; exit 1; fi\n'
+        'if [ "$1" = image ] && [ "$5" = present:1 ]; then echo sha256:abc; exit 0; fi\n'
+        "exit 1\n"
+    )
+    script.chmod(0o755)
+    return str(script)
+
+
+def test_docker_version_and_image_id(tmp_path):
+    docker = fake_docker(tmp_path)
+    assert _probe.docker_facts(run, docker, "present:1") == {
+        "docker": {"ok": True, "version": "27.1", "error": ""},
+        "image_id": "sha256:abc",
+    }
+    assert _probe.docker_facts(run, docker, "absent:1")["image_id"] is None
+    down = _probe.docker_facts(run, fake_docker(tmp_path, 1), "present:1")
+    assert down["docker"] == {"ok": False, "version": "", "error": "Cannot connect"} and down["image_id"] is None
+
+
+def test_gather_reads_paths_disk_interfaces_and_clock(tmp_path):
+    (tmp_path / "train.py").write_text("")
+    before = time.time()
+    facts = _probe.gather(run, fake_docker(tmp_path), "present:1", str(tmp_path), ["train.py", "missing.yaml"])
+    assert facts["paths"] == {"train.py": True, "missing.yaml": False}
+    statvfs = os.statvfs(tmp_path)
+    assert abs(facts["disk"]["free_bytes"] - statvfs.f_bavail * statvfs.f_frsize) < 64 * 2**20
+    assert "127.0.0.1" in facts["interfaces"]["lo"] and facts["error"] == ""
+    assert facts["gpus"] == {"count": None, "tool": ""}  # not asked
+    assert before <= facts["clock"] <= time.time()
+    assert facts["uid"] == os.getuid()
+
+
+def test_gpu_count_without_any_tool_is_none():
+    assert _probe.gpu_count(lambda argv: (127, "", "not found")) == {"count": None, "tool": ""}
+    csv = "gpu,name\n0,MI300X\n1,MI300X\n"
+    assert _probe.gpu_count(lambda argv: (0, csv, "")) == {"count": 2, "tool": "amd-smi"}
+
+
+def test_interfaces_error_is_reported_not_raised():
+    assert (
+        _probe.interfaces(lambda argv: (1, "", 'Object "address" is unknown\n'))["error"]
+        == 'Object "address" is unknown'
+    )
+    assert _probe.interfaces(lambda argv: (0, "not json", ""))["error"] == "ip -j address printed no JSON"
