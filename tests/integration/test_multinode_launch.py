@@ -38,8 +38,10 @@ def test_happy_path_completes_on_the_fabric_and_leaves_nothing(standin_cluster, 
     assert run["master_addr"] == nodes[0]["vpc_ip"]
     head = nodes[0]["mgmt_ip"]
     pick = proc.stdout.split("and pick the rendezvous port on the head]", 1)[1].split("TASK [", 1)[0]
-    # It bound the head's fabric address, which no other node holds, and ran on (or delegated to) the head.
-    assert f"ok: [{head}]" in pick or f"-> {head}]" in pick
+    # It bound the head's fabric address, which no other node holds, and ran on the head only
+    # (changed: it also took the head's lease).
+    assert f"changed: [{head}]" in pick
+    assert [line for line in pick.splitlines() if line.startswith(("ok:", "changed:"))] == [f"changed: [{head}]"]
     assert 29500 <= run["master_port"] <= 32767
     for node in run["nodes"]:
         assert node["fabric_if"] == "eth1"

@@ -17,3 +17,10 @@ def test_the_run_wrote_traces_on_this_node(host):
 
 def test_sshd_listens(host):
     assert host.socket("tcp://0.0.0.0:22").is_listening
+
+
+def test_the_run_released_the_node_and_its_supervisor_finished(host):
+    assert not host.file("/var/tmp/aorta-cluster/node.lease").exists
+    statuses = host.check_output("ls /var/tmp/aorta-cluster/runs/ | grep 'json$' || true").split()
+    assert statuses, "no supervisor status file"
+    assert all('"state": "finished"' in host.file(f"/var/tmp/aorta-cluster/runs/{s}").content_string for s in statuses)

@@ -1,0 +1,156 @@
+"""Scale benchmark on the light stand-in cluster (tests/standin/scale.py): the real playbook on 4
+and on 64 nodes, forks 32, over real SSH; light STAND-IN workload (no torch) that still
+rendezvous over TCP on the head's fabric address.
+
+  remote_tasks_per_node  module runs on the busiest node from play start to all ranks started
+                         (counted from the task events; controller-side tasks excluded)
+  t4_s, t64_s            play start -> all ranks started ("Initialised distributed training")
+  t_ratio                t64_s / t4_s (target <= 2.0)
+  cpu_s_per_node         controller CPU (ansible-playbook, its forks and ssh) per node, 64-node run
+                         (target <= 0.5)
+Last line: BENCH scale key=value ...
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from collections import Counter
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "tests" / "standin"))
+
+import scale  # noqa: E402  (beside the tests, not a package)
+
+BIN = Path(sys.executable).parent
+NODES = int(os.environ.get("AORTA_BENCH_SCALE_NODES", "64"))
+FORKS = int(os.environ.get("AORTA_BENCH_SCALE_FORKS", "32"))
+# Task actions that run on the controller only, whatever host they are listed under.
+LOCAL = {
+    "ansible.builtin.set_fact",
+    "ansible.builtin.debug",
+    "ansible.builtin.assert",
+    "ansible.builtin.fail",
+    "ansible.builtin.include_role",
+    "ansible.builtin.include_tasks",
+    "ansible.builtin.include_vars",
+    "ansible.builtin.meta",
+    "ansible.builtin.add_host",
+    "ansible.builtin.set_stats",
+    "ansible.builtin.validate_argument_specs",
+    "set_fact",
+    "debug",
+    "assert",
+    "fail",
+    "include_role",
+    "meta",
+    "validate_argument_specs",
+}
+
+
+def subset(nodes: int, path: Path) -> Path:
+    data = json.loads((scale.OUT / "cluster.json").read_text())
+    keys = list(data["node_dict"])[:nodes]
+    data["node_dict"] = {k: data["node_dict"][k] for k in keys}
+    data["head_node_dict"] = {"mgmt_ip": keys[0]}
+    path.write_text(json.dumps(data))
+    # host_vars beside the inventory file, as Ansible looks for them
+    link = path.parent / "host_vars"
+    if not link.exists():
+        link.symlink_to(scale.OUT / "host_vars")
+    return path
+
+
+def ranks_started(state: dict, nodes: int, output_dir: str) -> float:
+    latest = 0.0
+    for node in state["nodes"][:nodes]:
+        for log in (Path(node["aorta_path"]) / output_dir).glob("rank*.log"):
+            for line in log.read_text().splitlines():
+                if "Initialised distributed training" in line:
+                    stamp = dt.datetime.strptime(line.split(" | ")[0], "%Y-%m-%d %H:%M:%S,%f")
+                    latest = max(latest, stamp.replace(tzinfo=dt.timezone.utc).timestamp())
+    if not latest:
+        raise RuntimeError("no rank started")
+    return latest
+
+
+def remote_tasks(task_log: Path, until: float) -> Counter:
+    per_node: Counter = Counter()
+    for line in task_log.read_text().splitlines():
+        event = json.loads(line)
+        if event["status"] == "skipped" or event["action"] in LOCAL or (event["start"] or 0) > until:
+            continue
+        where = event["delegate_to"] or event["host"]
+        if where in ("localhost", "127.0.0.1"):
+            continue
+        per_node[where] += 1
+    return per_node
+
+
+def run(nodes: int, tmp: Path, state: dict) -> dict:
+    run_id = f"scale-{nodes}-{uuid.uuid4().hex[:6]}"
+    task_log = tmp / f"{run_id}.tasks"
+    inventory = subset(nodes, tmp / f"{run_id}.json")
+    env = dict(
+        os.environ,
+        ANSIBLE_CONFIG=str(REPO / "ansible.cfg"),
+        ANSIBLE_NOCOLOR="1",
+        ANSIBLE_CALLBACK_PLUGINS=str(REPO / "benchmarks" / "callback_plugins"),
+        ANSIBLE_CALLBACKS_ENABLED="aorta_task_log",
+        AORTA_TASK_LOG=str(task_log),
+    )
+    extra = {"aorta_run_id": run_id, "aorta_results_dir": str(tmp / run_id)}
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    t0 = time.time()
+    proc = subprocess.run(
+        [str(BIN / "ansible-playbook"), "aorta_multinode.yml", "-i", str(inventory), "--forks", str(FORKS),
+         "-e", f"@{scale.OUT / 'vars.yml'}", "-e", json.dumps(extra)],
+        cwd=REPO, env=env, capture_output=True, text=True, timeout=1800, check=False,
+    )  # fmt: skip
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    if proc.returncode != 0:
+        raise RuntimeError(proc.stdout[-4000:])
+    started = ranks_started(state, nodes, f"aorta_runs/{run_id}")
+    counts = remote_tasks(task_log, started)
+    return {
+        "t_s": started - t0,
+        "wall_s": time.time() - t0,
+        "remote_max": max(counts.values()),
+        "remote_counts": counts,
+        "cpu_s": (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime),
+    }
+
+
+def main() -> int:
+    state = scale.up(NODES)
+    try:
+        with tempfile.TemporaryDirectory(prefix="aorta-bench-scale-") as tmp:
+            small = run(4, Path(tmp), state)
+            large = run(NODES, Path(tmp), state)
+    finally:
+        scale.down()
+    per_node = large["cpu_s"] / NODES
+    print(
+        f"4 nodes: all ranks started after {small['t_s']:.1f}s (play {small['wall_s']:.1f}s); "
+        f"{NODES} nodes: {large['t_s']:.1f}s (play {large['wall_s']:.1f}s), forks {FORKS}; "
+        f"module runs per node before the ranks started: max {large['remote_max']}, "
+        f"head {large['remote_counts'].most_common(1)[0]}; controller CPU {large['cpu_s']:.1f}s"
+    )
+    print(
+        f"BENCH scale nodes={NODES} forks={FORKS} remote_tasks_per_node={large['remote_max']} "
+        f"t4_s={small['t_s']:.1f} t{NODES}_s={large['t_s']:.1f} t_ratio={large['t_s'] / small['t_s']:.2f} "
+        f"cpu_s_per_node={per_node:.2f} targets=remote_tasks_per_node<=6,t_ratio<=2.0,cpu_s_per_node<=0.5"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
