@@ -45,14 +45,16 @@ LOCAL = {
     "ansible.builtin.meta",
     "ansible.builtin.add_host",
     "ansible.builtin.set_stats",
-    "ansible.builtin.validate_argument_specs",
+    "ansible.builtin.validate_argument_spec",
+    # Waits with one raw read of the status file per poll: no module runs on the node.
+    "aorta.cluster.run_wait",
     "set_fact",
     "debug",
     "assert",
     "fail",
     "include_role",
     "meta",
-    "validate_argument_specs",
+    "validate_argument_spec",
 }
 
 
@@ -117,9 +119,21 @@ def run(nodes: int, tmp: Path, state: dict) -> dict:
     )  # fmt: skip
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if proc.returncode != 0:
-        raise RuntimeError(proc.stdout[-4000:])
+        run_json = tmp / run_id / "run.json"
+        why = json.loads(run_json.read_text())["message"] if run_json.exists() else proc.stdout[-4000:]
+        (REPO / "build").mkdir(exist_ok=True)
+        (REPO / "build" / f"{run_id}.out").write_text(proc.stdout)
+        raise RuntimeError(f"{nodes}-node run failed: {why} (output in build/{run_id}.out)")
     started = ranks_started(state, nodes, f"aorta_runs/{run_id}")
     counts = remote_tasks(task_log, started)
+    spans: dict[str, list[float]] = {}
+    for line in task_log.read_text().splitlines():
+        event = json.loads(line)
+        if event["start"] and event["status"] != "skipped":
+            span = spans.setdefault(event["task"], [event["start"], event["end"]])
+            span[0], span[1] = min(span[0], event["start"]), max(span[1], event["end"])
+    slowest = sorted(spans.items(), key=lambda item: item[1][1] - item[1][0], reverse=True)[:6]
+    print(f"{nodes} nodes, slowest tasks: " + "; ".join(f"{name} {end - begin:.1f}s" for name, (begin, end) in slowest))
     return {
         "t_s": started - t0,
         "wall_s": time.time() - t0,

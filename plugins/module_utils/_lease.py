@@ -102,6 +102,16 @@ def describe(lease, why=""):
     return text + ("; " + why if why else "")
 
 
+def shared_dir(path):
+    """Create ``path`` (and parents) like /tmp: every user may write, each only their own files.
+
+    Users of one cluster may reach a node as different accounts; all must see the same lease.
+    """
+    if not os.path.isdir(path):
+        os.makedirs(path, exist_ok=True)
+        os.chmod(path, 0o1777)
+
+
 class Lease:
     """The lease directory of one node."""
 
@@ -112,14 +122,15 @@ class Lease:
 
     def _ensure_dir(self):
         try:
-            os.makedirs(self.directory, exist_ok=True)
+            shared_dir(self.directory)
         except OSError as exc:
             raise LeaseError(f"cannot create the lease directory {self.directory}: {exc.strerror}") from None
 
     def _locked(self):
         self._ensure_dir()
         try:
-            fd = os.open(self.lock_path, os.O_RDWR | os.O_CREAT, 0o666)
+            # Read-only is enough for flock, and works on a lock file another user created.
+            fd = os.open(self.lock_path, os.O_RDONLY | os.O_CREAT, 0o644)
         except OSError as exc:
             raise LeaseError(f"cannot open the lease lock {self.lock_path}: {exc.strerror}") from None
         fcntl.flock(fd, fcntl.LOCK_EX)
@@ -140,9 +151,14 @@ class Lease:
 
     def _write(self, record):
         tmp = f"{self.path}.{os.getpid()}.tmp"
-        with open(tmp, "w") as handle:
-            json.dump(record, handle, sort_keys=True)
-        os.replace(tmp, self.path)
+        try:
+            with open(tmp, "w") as handle:
+                json.dump(record, handle, sort_keys=True)
+            os.chmod(tmp, 0o644)
+            os.replace(tmp, self.path)
+        except OSError as exc:
+            # In the sticky directory a user cannot replace another user's lease.
+            raise LeaseError(f"cannot write the lease {self.path}: {exc.strerror}") from None
 
     def acquire(self, record, now=None, current_boot=None, gone_owner=None):
         """Take or renew the lease for ``record['run_id']``.

@@ -58,6 +58,9 @@ attributes:
     details: In check mode a live lease of another run still fails; nothing is written or removed.
   diff_mode:
     support: none
+  action:
+    description: An action plugin of the same name runs on the controller around the module.
+    support: full
 notes:
   - The run supervisor (M(aorta.cluster.run_supervisor)) renews the lease with its own process and
     the run's deadline, and releases it when it has removed the container.

@@ -61,6 +61,9 @@ attributes:
     details: In check mode the lease is only checked (a live lease of another run still fails).
   diff_mode:
     support: none
+  action:
+    description: An action plugin of the same name runs on the controller around the module.
+    support: full
 """
 
 EXAMPLES = r"""

@@ -150,6 +150,7 @@ from ansible_collections.aorta.cluster.plugins.module_utils._lease import (
     boot_id,
     describe,
     process_start,
+    shared_dir,
 )
 from ansible_collections.aorta.cluster.plugins.module_utils._supervisor import Supervisor, metrics_progress
 
@@ -212,7 +213,8 @@ def main():
     now = time.time()
     expires = now + p["timeout_seconds"] + 2 * p["grace_seconds"] + p["diagnose_seconds"] + LEASE_MARGIN_S
     try:
-        os.makedirs(os.path.dirname(path), exist_ok=True)
+        shared_dir(p["directory"])
+        shared_dir(os.path.dirname(path))
         lease.acquire(
             {
                 "run_id": p["run_id"],

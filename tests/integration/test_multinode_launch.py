@@ -37,7 +37,7 @@ def test_happy_path_completes_on_the_fabric_and_leaves_nothing(standin_cluster, 
     # Rendezvous on the head's fabric address, with a port picked ON the head.
     assert run["master_addr"] == nodes[0]["vpc_ip"]
     head = nodes[0]["mgmt_ip"]
-    pick = proc.stdout.split("and pick the rendezvous port on the head]", 1)[1].split("TASK [", 1)[0]
+    pick = proc.stdout.split("(on the head, also pick the rendezvous port)]", 1)[1].split("TASK [", 1)[0]
     # It bound the head's fabric address, which no other node holds, and ran on the head only
     # (changed: it also took the head's lease).
     assert f"changed: [{head}]" in pick

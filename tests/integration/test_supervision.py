@@ -82,7 +82,7 @@ def test_controller_killed_mid_run_the_nodes_end_the_run_themselves_and_a_new_ru
     )
     try:
         # Kill the controller once every node's ranks are training.
-        for _ in range(240):
+        for _attempt in range(240):
             statuses = [node_status(standin_cluster, i, run_id) for i in range(len(standin_cluster.nodes))]
             if all(s and s["state"] == "running" and min(s["progress"].values() or [0]) > 0 for s in statuses):
                 break

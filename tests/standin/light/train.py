@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 # SPDX-License-Identifier: GPL-3.0-or-later
 """STAND-IN workload for the light scale cluster (no torch, no GPU): Aorta's CLI contract
 (--config, --override k=v ...), a rendezvous of every rank over TCP on the head's fabric address
@@ -36,13 +35,13 @@ def say(text):
 
 
 stop = []
-signal.signal(signal.SIGTERM, lambda *_: stop.append(1))
+signal.signal(signal.SIGTERM, lambda *_args: stop.append(1))
 addr, port = os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"])
 deadline = time.monotonic() + 300
 if rank == 0:
     server = socket.create_server(("0.0.0.0", port), reuse_port=False)
     server.settimeout(300)
-    peers = [server.accept()[0] for _ in range(world - 1)]
+    peers = [server.accept()[0] for _peer in range(world - 1)]
     for peer in peers:
         peer.sendall(b"go\n")
         peer.close()
@@ -56,6 +55,7 @@ else:
             if time.monotonic() > deadline:
                 sys.exit("rendezvous timed out")
             time.sleep(0.2)
+    conn.settimeout(max(1.0, deadline - time.monotonic()))  # rank 0 answers once every rank is in
     conn.recv(3)
     conn.close()
 say(f"Initialised distributed training rank={rank} world_size={world} (light stand-in)")

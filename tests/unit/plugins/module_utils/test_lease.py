@@ -103,7 +103,7 @@ def test_many_runs_acquiring_at_once_exactly_one_wins(tmp_path):
         proc.start()
     for proc in procs:
         proc.join(10)
-    winners = [w for w in (queue.get(timeout=5) for _ in procs) if w]
+    winners = [w for w in (queue.get(timeout=5) for _proc in procs) if w]
     assert len(winners) == 1
     assert Lease(str(tmp_path)).read()["run_id"] == winners[0]
 
@@ -158,3 +158,10 @@ def test_take_prunes_old_status_files_and_removes_orphans(tmp_path):
     with pytest.raises(LeaseHeld):  # check mode still refuses beside a live lease, and writes nothing
         lease_mod.take(str(tmp_path), "other", "o", 60, run, check_mode=True)
     assert Lease(str(tmp_path)).read()["run_id"] == "me"
+
+
+def test_the_lease_directory_is_shared_like_tmp(tmp_path):
+    directory = tmp_path / "var" / "aorta-cluster"
+    Lease(str(directory)).acquire(record("a"))
+    assert directory.stat().st_mode & 0o7777 == 0o1777
+    assert (directory / lease_mod.LEASE_FILE).stat().st_mode & 0o777 == 0o644

@@ -121,7 +121,7 @@ def test_status_file_is_replaced_while_running(tmp_path):
     seen = []
 
     def watch():
-        for _ in range(20):
+        for _poll in range(20):
             path = tmp_path / "status.json"
             if path.exists():
                 seen.append(json.loads(path.read_text())["state"])  # never a partial file
