@@ -221,3 +221,26 @@ def test_cluster_file_as_extra_variable(repo, tmp_path):
     )
     assert result.returncode != 0
     assert "Use one source of nodes" in result.stdout
+
+
+@pytest.mark.parametrize(
+    "extra,line",
+    [
+        ({"aorta_output_dir": "../../etc"}, "aorta_output_dir: '../../etc' must stay under aorta_path"),
+        ({"aorta_timeout_seconds": -5}, "aorta_timeout_seconds: -5 must be at least 1"),
+        ({"aorta_master_port": 70000}, "aorta_master_port: 70000 must be a TCP port from 1024 to 65535"),
+        ({"aorta_nproc_per_node": 0}, "aorta_nproc_per_node: 0 must be at least 1"),
+        ({"aorta_collect_parallel": 0}, "aorta_collect_parallel: 0 must be at least 1"),
+    ],
+)
+def test_a_bad_variable_is_one_line_naming_it_and_nothing_reaches_a_node(repo, tmp_path, extra, line):
+    """The example cluster's nodes do not exist: any attempt to reach one would show as unreachable."""
+    result = multinode(
+        repo,
+        "inventories/example/cluster.json",
+        extra=[json.dumps({**extra, "aorta_results_dir": str(tmp_path / "results")})],
+    )
+    assert result.returncode != 0
+    assert line in result.stdout
+    assert "Traceback" not in result.stdout + result.stderr
+    assert "UNREACHABLE" not in result.stdout and "Launch Aorta on every node" not in result.stdout

@@ -1,0 +1,56 @@
+#!/usr/bin/python
+# Copyright (c) aorta.cluster contributors
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+# The work is done by the action plugin of the same name, on the controller; this file holds its
+# documentation, as ansible.builtin.debug's does.
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+module: check_variables
+short_description: Refuse bad aorta_* values before anything touches a node
+version_added: 0.2.0
+description:
+  - "Checks the ranges and shapes of the variables users set, as the controller sees them: deadlines
+    and counts above zero, ports from 1024 to 65535, C(aorta_output_dir) a relative path that stays
+    under C(aorta_path) (it is joined to it for packing, hand-back and deletion), absolute
+    C(aorta_path) and C(aorta_lease_dir), environment names a shell accepts, override keys."
+  - Fails with one line per bad variable, naming it and its value. Variables not set are not judged
+    (the defaults are valid); one that cannot be templated yet is left to the roles.
+author:
+  - aorta.cluster maintainers (@aorta-cluster)
+options: {}
+extends_documentation_fragment:
+  - aorta.cluster._attributes
+attributes:
+  check_mode:
+    support: full
+    details: It only reads variables.
+  diff_mode:
+    support: none
+  action:
+    description: The work is done by an action plugin on the controller.
+    support: full
+"""
+
+EXAMPLES = r"""
+- name: Check every aorta_* variable before anything touches a node
+  aorta.cluster.check_variables:
+"""
+
+RETURN = r"""
+checked:
+  description: The variables that were set and checked.
+  returned: always
+  type: list
+  elements: str
+errors:
+  description: One line per bad variable.
+  returned: always
+  type: list
+  elements: str
+  sample:
+    - "aorta_output_dir: '../../etc' must stay under aorta_path (a relative path that does not climb out with '..')"
+"""

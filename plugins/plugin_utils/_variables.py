@@ -1,0 +1,134 @@
+# Copyright (c) aorta.cluster contributors
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""Rules for the variables users set, checked before anything touches a node (controller side).
+
+Private to this collection. Types are the argument specs' job; these are the ranges and shapes a
+type cannot say: a deadline above zero, a port a rendezvous can bind, a path that stays under
+aorta_path (it is joined to aorta_path for packing, hand-back and deletion), environment names
+a shell accepts. One message per bad variable, naming it and its value.
+"""
+
+from __future__ import annotations
+
+import math
+import posixpath
+import re
+from collections.abc import Callable, Mapping
+from typing import Any
+
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_OVERRIDE_KEY = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.\-]*$")
+
+
+def _int(value: Any) -> int:
+    if isinstance(value, bool):
+        raise ValueError("is not a whole number")
+    if isinstance(value, float):
+        if not math.isfinite(value) or value != int(value):
+            raise ValueError("is not a whole number")
+        return int(value)
+    try:
+        return int(str(value).strip())
+    except ValueError:
+        raise ValueError("is not a whole number") from None
+
+
+def _at_least(low: int) -> Callable[[Any], str | None]:
+    def rule(value: Any) -> str | None:
+        number = _int(value)
+        return None if number >= low else f"must be at least {low}"
+
+    return rule
+
+
+def _optional(rule: Callable[[Any], str | None], unset: tuple = (None, "")) -> Callable[[Any], str | None]:
+    """``rule`` unless the value means "not set" (an empty survey answer, null)."""
+
+    def optional(value: Any) -> str | None:
+        return None if any(value is u or (value == u and type(value) is type(u)) for u in unset) else rule(value)
+
+    return optional
+
+
+def _port(value: Any) -> str | None:
+    number = _int(value)
+    return None if 1024 <= number <= 65535 else "must be a TCP port from 1024 to 65535 (CVS allows no other)"
+
+
+def _under_aorta_path(value: Any) -> str | None:
+    text = str(value)
+    if not text.strip():
+        return "must not be empty"
+    if text.startswith("/"):
+        return "must be relative to aorta_path, not absolute"
+    normal = posixpath.normpath(text)
+    if normal == "." or normal.split("/")[0] == ".." or "\x00" in text:
+        return "must stay under aorta_path (a relative path that does not climb out with '..')"
+    return None
+
+
+def _absolute(value: Any) -> str | None:
+    text = str(value)
+    if not text.startswith("/") or "/../" in f"{text}/":
+        return "must be an absolute path without '..'"
+    return None
+
+
+def _env_names(value: Any) -> str | None:
+    if not isinstance(value, Mapping):
+        return "must be a mapping of NAME: value"
+    bad = [str(k) for k in value if not isinstance(k, str) or not _ENV_NAME.match(k)]
+    return f"names that are not environment variable names: {', '.join(bad)}" if bad else None
+
+
+def _override_keys(value: Any) -> str | None:
+    if not isinstance(value, Mapping):
+        return None  # the text forms are parsed (and checked) by the launch filters
+    bad = [str(k) for k in value if not isinstance(k, str) or not _OVERRIDE_KEY.match(k)]
+    return f"keys that are not config keys (letters, digits, '.', '_', '-'): {', '.join(bad)}" if bad else None
+
+
+RULES: dict[str, Callable[[Any], str | None]] = {
+    "aorta_timeout_seconds": _at_least(1),
+    "aorta_setup_timeout_seconds": _at_least(1),
+    "aorta_kill_grace_seconds": _at_least(0),
+    "aorta_poll_seconds": _at_least(1),
+    "aorta_connect_timeout": _at_least(1),
+    "aorta_fabric_check_timeout": _at_least(1),
+    "aorta_gpus_per_node": _at_least(1),
+    "aorta_nproc_per_node": _optional(_at_least(1)),
+    "aorta_collect_parallel": _at_least(1),
+    "aorta_min_free_gb": _at_least(0),
+    # 0 or empty: pick a free port on the head.
+    "aorta_master_port": _optional(_port, (None, "", 0, "0")),
+    "aorta_port_range_start": _port,
+    "aorta_port_range_end": _port,
+    "aorta_output_dir": _under_aorta_path,
+    "aorta_path": _absolute,
+    "aorta_lease_dir": _absolute,
+    "aorta_extra_env": _env_names,
+    "aorta_environment": _env_names,
+    "aorta_training_overrides": _override_keys,
+}
+
+
+def check(values: Mapping[str, Any]) -> list[str]:
+    """One line per bad variable among ``values`` (variables not set are not judged)."""
+    errors = []
+    for name, rule in RULES.items():
+        if name not in values:
+            continue
+        try:
+            problem = rule(values[name])
+        except ValueError as exc:
+            problem = str(exc)
+        if problem:
+            errors.append(f"{name}: {values[name]!r} {problem}")
+    start, end = values.get("aorta_port_range_start"), values.get("aorta_port_range_end")
+    try:
+        if start is not None and end is not None and _int(start) > _int(end):
+            errors.append(f"aorta_port_range_start: {start!r} is above aorta_port_range_end {end!r}")
+    except ValueError:
+        pass  # already named above
+    return errors
