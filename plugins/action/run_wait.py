@@ -74,7 +74,9 @@ class ActionModule(ActionBase):
             except AnsibleConnectionFailure as exc:
                 misses += 1
                 if misses >= int(args.get("unreachable_polls") or 3):
-                    result.update(unreachable=True, finished=False, polls=polls, status=status, msg=str(exc))
+                    # Data, not Ansible's "unreachable": under any_errors_fatal an unreachable
+                    # host (even ignored) would stop every node's wait and lose their outcomes.
+                    result.update(node_unreachable=True, finished=False, polls=polls, status=status, msg=str(exc))
                     return result
                 time.sleep(poll)
                 continue

@@ -19,7 +19,7 @@ description:
   - "Each node's latest status is kept in O(progress_dir) on the controller; once per poll one line
     sums up every node, for example C(running 62/64 nodes · step 17/200 · slowest rank 5 (node x) at
     12 · 03:12 left). No per-node retry lines."
-  - "A node that cannot be reached for O(unreachable_polls) polls in a row is returned unreachable; a
+  - "A node that cannot be reached for O(unreachable_polls) polls in a row is returned with C(node_unreachable); a
     supervisor that never wrote its status, or that never finished within O(timeout_seconds), is
     returned as C(lost)."
 author:
@@ -86,6 +86,12 @@ status:
 finished:
   description: True when the supervisor said the run has finished.
   returned: always
+  type: bool
+node_unreachable:
+  description:
+    - True when the node could not be reached for O(unreachable_polls) polls in a row. Returned as
+      data, not as an unreachable host, so the other nodes' waits go on under C(any_errors_fatal).
+  returned: when it could not be reached
   type: bool
 lost:
   description: Why the supervisor's end was not seen (never started, or not finished in time).

@@ -24,7 +24,7 @@ def node_state(wait: Mapping[str, Any] | None) -> dict[str, Any]:
     """
     if not wait or wait.get("skipped"):
         return {"state": "not_started", "exit_code": None}
-    if wait.get("unreachable"):
+    if wait.get("unreachable") or wait.get("node_unreachable"):
         return {"state": "unreachable", "exit_code": None}
     status = wait.get("status") or {}
     if not wait.get("finished"):

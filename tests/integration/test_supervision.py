@@ -155,3 +155,51 @@ def test_forks_below_the_node_count_complete_and_print_progress_not_retries(stan
     assert "FAILED - RETRYING" not in proc.stdout
     assert re.search(rf"^running \d+/{nodes} nodes", proc.stdout, re.M), proc.stdout[-3000:]
     assert standin_cluster.containers_left() == []
+
+
+def test_a_node_that_dies_mid_run_is_named_and_the_others_are_still_collected(standin_cluster, tmp_path):
+    """Last in this file: it kills a stand-in node (and restarts it for the fixture's teardown)."""
+    deadline, grace = 120, 10
+    victim = standin_cluster.nodes[-1]
+    run_id = "node-death-" + uuid.uuid4().hex[:6]
+    proc, results, out = start_playbook(
+        standin_cluster,
+        tmp_path,
+        run_id,
+        aorta_timeout_seconds=deadline,
+        aorta_kill_grace_seconds=grace,
+        aorta_training_overrides={"training.max_steps": 1000000},
+    )
+    try:
+        for _attempt in range(240):
+            status = node_status(standin_cluster, len(standin_cluster.nodes) - 1, run_id)
+            if status and status["state"] == "running" and min(status["progress"].values() or [0]) > 0:
+                break
+            assert proc.poll() is None, out.read_text()[-3000:]
+            time.sleep(1)
+        subprocess.run(["docker", "kill", victim["container"]], check=True, capture_output=True)
+        killed = time.monotonic()
+        proc.wait(timeout=deadline + grace + 300)
+        ended_after = time.monotonic() - killed
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+        subprocess.run(["docker", "start", victim["container"]], check=True, capture_output=True)
+    run = json.loads((results / "run.json").read_text())
+    assert proc.returncode != 0
+    assert run["status"] == "FAILED" and run["first_failure"] == victim["mgmt_ip"], run["message"]
+    assert ended_after < deadline + grace + 60, ended_after
+    states = {n["name"]: n["state"] for n in run["nodes"]}
+    assert states[victim["mgmt_ip"]] == "unreachable"
+    assert "setup stopped" not in run["message"]
+    # The collection and the report still ran for the others; the dead node is recorded, not fatal.
+    manifest = json.loads((results / "combined_traces" / "manifest.json").read_text())
+    collected = {n["name"]: n["collected"] for n in manifest["nodes"]}
+    assert collected.pop(victim["mgmt_ip"]) is False and all(collected.values()), manifest["nodes"]
+    assert (results / "aorta_benchmark_report.json").exists()
+    for i in range(len(standin_cluster.nodes) - 1):
+        assert containers_of_node(standin_cluster, i, run_id) == []
+
+
+def containers_of_node(cluster, index, run_id):
+    return cluster.node_exec(index, "docker", "ps", "-aq", "--filter", f"label=aorta.cluster.run={run_id}").split()

@@ -27,6 +27,7 @@ HERE = Path(__file__).parent
         (None, ("not_started", None)),
         ({"skipped": True}, ("not_started", None)),
         ({"unreachable": True, "finished": False}, ("unreachable", None)),
+        ({"node_unreachable": True, "finished": False, "status": {"state": "running"}}, ("unreachable", None)),
     ],
 )
 def test_node_state(wait, expected):
