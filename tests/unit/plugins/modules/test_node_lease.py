@@ -3,17 +3,9 @@
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
-from pathlib import Path
-
 import pytest
 
 from ansible_collections.aorta.cluster.plugins.modules import node_lease
-
-MODULE = Path(node_lease.__file__)
 
 
 def fake_docker(tmp_path, listing=""):
@@ -26,37 +18,28 @@ def fake_docker(tmp_path, listing=""):
     return str(script)
 
 
-def run_module(args, check=False):
-    payload = {"ANSIBLE_MODULE_ARGS": dict(args, _ansible_check_mode=check)}
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
-    out = subprocess.run(
-        [sys.executable, str(MODULE)], input=json.dumps(payload), capture_output=True, text=True, env=env, check=False
-    )
-    return json.loads(out.stdout)
-
-
 @pytest.fixture
 def lease_dir(tmp_path):
     return str(tmp_path / "lease")
 
 
-def test_acquire_refuse_release(tmp_path, lease_dir):
+def test_acquire_refuse_release(run_module, tmp_path, lease_dir):
     docker = fake_docker(tmp_path)
-    first = run_module({"run_id": "a", "directory": lease_dir, "owner": "me@ctl", "docker": docker})
+    first = run_module(node_lease, {"run_id": "a", "directory": lease_dir, "owner": "me@ctl", "docker": docker})
     assert first["result"] == "acquired" and first["changed"]
-    again = run_module({"run_id": "b", "directory": lease_dir, "docker": docker})
+    again = run_module(node_lease, {"run_id": "b", "directory": lease_dir, "docker": docker})
     assert again["failed"] and "is held by run a (owner me@ctl" in again["msg"]
     assert again["holder"]["run_id"] == "a"
-    checked = run_module({"run_id": "b", "directory": lease_dir, "docker": docker}, check=True)
+    checked = run_module(node_lease, {"run_id": "b", "directory": lease_dir, "docker": docker}, check=True)
     assert checked["failed"] and "run a" in checked["msg"]
-    assert run_module({"run_id": "b", "directory": lease_dir, "state": "released"})["result"] == "not_held"
-    assert run_module({"run_id": "a", "directory": lease_dir, "state": "released"})["result"] == "released"
+    assert run_module(node_lease, {"run_id": "b", "directory": lease_dir, "state": "released"})["result"] == "not_held"
+    assert run_module(node_lease, {"run_id": "a", "directory": lease_dir, "state": "released"})["result"] == "released"
 
 
-def test_expired_lease_is_taken_over_and_orphans_of_other_runs_are_removed(tmp_path, lease_dir):
+def test_expired_lease_is_taken_over_and_orphans_of_other_runs_are_removed(run_module, tmp_path, lease_dir):
     docker = fake_docker(tmp_path, "c1 aorta-benchmark-old old\\nc2 aorta-benchmark-new new\\n")
-    run_module({"run_id": "old", "directory": lease_dir, "expires_in": -1, "docker": docker})
-    taken = run_module({"run_id": "new", "directory": lease_dir, "docker": docker})
+    run_module(node_lease, {"run_id": "old", "directory": lease_dir, "expires_in": -1, "docker": docker})
+    taken = run_module(node_lease, {"run_id": "new", "directory": lease_dir, "docker": docker})
     assert taken["result"] == "acquired" and taken["previous"]["run_id"] == "old"
     assert taken["removed_containers"] == ["aorta-benchmark-old (run old)"]
     # (the first call, for run old, had removed run new's c2 the same way)

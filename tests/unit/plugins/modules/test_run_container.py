@@ -4,15 +4,9 @@ here (container paths are host paths in these tests): start, write proof, floor,
 
 from __future__ import annotations
 
-import json
 import os
-import subprocess
-import sys
-from pathlib import Path
 
 from ansible_collections.aorta.cluster.plugins.modules import run_container
-
-MODULE = Path(run_container.__file__)
 
 
 def fake_docker(tmp_path, run_rc=0):
@@ -31,15 +25,6 @@ def fake_docker(tmp_path, run_rc=0):
     return str(script)
 
 
-def run_module(args, check=False):
-    payload = {"ANSIBLE_MODULE_ARGS": dict(args, _ansible_check_mode=check)}
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
-    out = subprocess.run(
-        [sys.executable, str(MODULE)], input=json.dumps(payload), capture_output=True, text=True, env=env, check=False
-    )
-    return json.loads(out.stdout)
-
-
 def args(tmp_path, **over):
     out = tmp_path / "aorta" / "aorta_runs" / "r1"
     base = {
@@ -55,8 +40,8 @@ def args(tmp_path, **over):
     return base
 
 
-def test_start_proves_writes_and_reads_the_floor_from_the_file_systems_clock(tmp_path):
-    result = run_module(args(tmp_path))
+def test_start_proves_writes_and_reads_the_floor_from_the_file_systems_clock(run_module, tmp_path):
+    result = run_module(run_container, args(tmp_path))
     assert result["changed"] and result["container_id"] == "c0ffee"
     out = tmp_path / "aorta" / "aorta_runs" / "r1"
     assert out.is_dir() and list(out.iterdir()) == []  # the proof file is gone again
@@ -64,29 +49,28 @@ def test_start_proves_writes_and_reads_the_floor_from_the_file_systems_clock(tmp
     assert (tmp_path / "aorta" / ".aorta-cluster" / "r1" / "node_0").is_dir()
 
 
-def test_a_directory_the_container_cannot_write_names_root_squash(tmp_path):
-    locked = tmp_path / "locked"
-    locked.mkdir()
-    locked.chmod(0o500)
-    try:
-        target = str(locked / "sub")
-        result = run_module(args(tmp_path, writable=[target], floor_dir=None))
-    finally:
-        locked.chmod(0o700)
-    if os.getuid() == 0:  # root writes anyway: the proof passes, as it would for the container's root
-        assert result["changed"]
-    else:
-        assert result["failed"] and "cannot write under" in result["msg"] and "root_squash" in result["msg"]
+def test_a_directory_the_container_cannot_write_names_root_squash(run_module, tmp_path):
+    # What root_squash does to the container's root, made so that root meets it too: a path
+    # under a regular file cannot be created by anyone.
+    blocker = tmp_path / "aorta" / "not-a-dir"
+    blocker.parent.mkdir(parents=True, exist_ok=True)
+    blocker.write_text("")
+    result = run_module(run_container, args(tmp_path, writable=[str(blocker / "run")], floor_dir=None))
+    assert result["failed"]
+    assert f"the container (as root) cannot write under {tmp_path / 'aorta'}" in result["msg"]
+    assert "Not a directory" in result["msg"] and "root_squash" in result["msg"]
 
 
-def test_a_failing_build_names_the_step_with_its_exit_code_and_stderr(tmp_path):
-    result = run_module(args(tmp_path, build=["sh", "-c", "echo 'hipcc: command not found' >&2; exit 3"]))
+def test_a_failing_build_names_the_step_with_its_exit_code_and_stderr(run_module, tmp_path):
+    result = run_module(
+        run_container, args(tmp_path, build=["sh", "-c", "echo 'hipcc: command not found' >&2; exit 3"])
+    )
     assert result["failed"] and result["msg"].startswith("Build RCCL on the node:")
     assert result["rc"] == 3 and result["stderr_lines"] == ["hipcc: command not found"]
 
 
-def test_docker_run_failure_and_check_mode(tmp_path):
-    failed = run_module(args(tmp_path, run_argv=[fake_docker(tmp_path, 125), "run", "img"]))
+def test_docker_run_failure_and_check_mode(run_module, tmp_path):
+    failed = run_module(run_container, args(tmp_path, run_argv=[fake_docker(tmp_path, 125), "run", "img"]))
     assert failed["failed"] and failed["rc"] == 125 and failed["stderr_lines"] == ["no such image"]
-    checked = run_module(args(tmp_path), check=True)
+    checked = run_module(run_container, args(tmp_path), check=True)
     assert not checked["changed"] and checked["run_argv"][1] == "run"

@@ -6,15 +6,10 @@ is removed, the status file says finished."""
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 from ansible_collections.aorta.cluster.plugins.module_utils._lease import Lease
 from ansible_collections.aorta.cluster.plugins.modules import run_supervisor
-
-MODULE = Path(run_supervisor.__file__)
 
 
 def fake_docker(tmp_path):
@@ -26,16 +21,7 @@ def fake_docker(tmp_path):
     return str(script)
 
 
-def run_module(args, check=False):
-    payload = {"ANSIBLE_MODULE_ARGS": dict(args, _ansible_check_mode=check)}
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
-    out = subprocess.run(
-        [sys.executable, str(MODULE)], input=json.dumps(payload), capture_output=True, text=True, env=env, check=False
-    )
-    return json.loads(out.stdout)
-
-
-def test_a_run_that_exits_is_recorded_and_cleaned_up(tmp_path):
+def test_a_run_that_exits_is_recorded_and_cleaned_up(run_module, tmp_path):
     metrics = tmp_path / "out"
     metrics.mkdir()
     (metrics / "rank_01_metrics.jsonl").write_text("{}\n{}\n{}\n")
@@ -52,7 +38,7 @@ def test_a_run_that_exits_is_recorded_and_cleaned_up(tmp_path):
         "docker": fake_docker(tmp_path),
     }
     Lease(args["directory"]).acquire({"run_id": "r1", "owner": "me@ctl", "expires_at": 9e9})
-    result = run_module(args)
+    result = run_module(run_supervisor, args)
     status = result["status"]
     assert status["outcome"] == "ok" and status["rc"] == 0 and status["log_tail"] == "step"
     assert status["progress"] == {"0": 0, "1": 3}
@@ -61,11 +47,12 @@ def test_a_run_that_exits_is_recorded_and_cleaned_up(tmp_path):
     assert Lease(args["directory"]).read() is None  # released with the run
 
 
-def test_another_runs_live_lease_stops_the_launch(tmp_path):
+def test_another_runs_live_lease_stops_the_launch(run_module, tmp_path):
     state = str(tmp_path / "state")
     Lease(state).acquire({"run_id": "other", "owner": "you@ctl", "expires_at": 9e9})
     marker = tmp_path / "ran"
     result = run_module(
+        run_supervisor,
         {
             "run_id": "mine",
             "container": "c",
@@ -73,14 +60,15 @@ def test_another_runs_live_lease_stops_the_launch(tmp_path):
             "timeout_seconds": 30,
             "directory": state,
             "docker": fake_docker(tmp_path),
-        }
+        },
     )
     assert result["failed"] and "held by run other (owner you@ctl" in result["msg"]
     assert not marker.exists()
 
 
-def test_check_mode_runs_nothing_and_shows_the_commands(tmp_path):
+def test_check_mode_runs_nothing_and_shows_the_commands(run_module, tmp_path):
     result = run_module(
+        run_supervisor,
         {"run_id": "r", "container": "c", "command": ["true"], "timeout_seconds": 5, "directory": str(tmp_path)},
         check=True,
     )
