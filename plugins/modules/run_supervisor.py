@@ -155,7 +155,7 @@ from ansible_collections.aorta.cluster.plugins.module_utils._lease import (
 from ansible_collections.aorta.cluster.plugins.module_utils._supervisor import Supervisor, metrics_progress
 
 # How long past the deadline the lease stays live: SIGTERM and SIGKILL steps, diagnostics, cleanup.
-LEASE_MARGIN_S = 180
+LEASE_MARGIN_S = 330  # > the SIGKILL wait and the cleanup commands (15 + 240 s), with room
 
 
 def status_path(directory, run_id):

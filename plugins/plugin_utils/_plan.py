@@ -1,0 +1,54 @@
+# Copyright (c) aorta.cluster contributors
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""Every time bound a run derives from its deadlines, in one place (controller side).
+
+Private to this collection. The node's supervisor keeps the run's deadline; everything around it
+must outlast it in a fixed order, or the wrong party ends the run:
+  supervisor's own end  <  the controller's wait  <  the async wrapper's kill  <  the container's sleep
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ansible_collections.aorta.cluster.plugins.plugin_utils._launch import LaunchError
+
+DIAGNOSE_S = 30  # the diagnostics step's bound at the deadline (run_supervisor's default)
+KILL_WAIT_S = 15  # after SIGKILL: the workload's end, then the exec client's
+CLEANUP_S = 240  # hand-back of the files and container removal (two commands of at most 120 s)
+SETUP_MARGIN_S = 600
+
+
+def launch_deadlines(timeout_seconds: Any, grace_seconds: Any, setup_timeout_seconds: Any) -> dict[str, int]:
+    """Seconds for each bound, from aorta_timeout_seconds, aorta_kill_grace_seconds and
+    aorta_setup_timeout_seconds.
+
+    supervisor_end_s: the latest a supervisor can finish (deadline, diagnostics, grace, kill, cleanup);
+    wait_s: how long the controller watches a node before it gives up on it;
+    async_s: the async job's limit, after which Ansible's wrapper kills the supervisor;
+    setup_lease_s: how long preflight's lease holds before the supervisor renews it;
+    container_lifetime_s: the container's own `sleep`, the last resort if nobody removes it.
+    """
+    try:
+        timeout, grace, setup = int(timeout_seconds), int(grace_seconds), int(setup_timeout_seconds)
+    except (TypeError, ValueError):
+        raise LaunchError(
+            "launch_deadlines: aorta_timeout_seconds, aorta_kill_grace_seconds and "
+            "aorta_setup_timeout_seconds must be whole numbers"
+        ) from None
+    if timeout < 1 or grace < 0 or setup < 1:
+        raise LaunchError("launch_deadlines: timeouts must be at least 1 and the grace at least 0")
+    supervisor_end = timeout + DIAGNOSE_S + grace + KILL_WAIT_S + CLEANUP_S
+    wait = supervisor_end + 60
+    async_limit = wait + 300
+    return {
+        "timeout_s": timeout,
+        "grace_s": grace,
+        "diagnose_s": DIAGNOSE_S,
+        "supervisor_end_s": supervisor_end,
+        "wait_s": wait,
+        "async_s": async_limit,
+        "setup_lease_s": setup + SETUP_MARGIN_S,
+        "container_lifetime_s": setup + async_limit,
+    }
