@@ -56,6 +56,7 @@ def artifact(tmp_path_factory) -> Path:
         names = tar.getnames()
     assert "MANIFEST.json" in names and "meta/execution-environment.yml" in names
     assert "playbooks/aorta_multinode.yml" in names and "plugins/lookup/cluster_hosts.py" in names
+    assert "LICENSES/GPL-3.0-or-later.txt" in names  # the text every file header cites
     # Nothing of the developer's machine goes into the artifact.
     for unwanted in (".venv/", "build/", ".collections/", "benchmarks/", "tests/output/"):
         assert not any(name.startswith(unwanted) for name in names), unwanted

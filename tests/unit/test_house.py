@@ -1,0 +1,29 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""The collection says one thing everywhere: the licence the headers cite exists, and every role
+claims the ansible-core versions the collection is tested with."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import yaml
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def test_the_licence_text_the_headers_cite_is_there():
+    assert "GNU GENERAL PUBLIC LICENSE" in (REPO / "LICENSES" / "GPL-3.0-or-later.txt").read_text()[:200]
+    cited = {
+        match
+        for path in (REPO / "plugins").rglob("*.py")
+        for match in re.findall(r"see (LICENSES/\S+) or", path.read_text())
+    }
+    assert cited == {"LICENSES/GPL-3.0-or-later.txt"}
+
+
+def test_roles_claim_the_versions_the_collection_requires():
+    required = yaml.safe_load((REPO / "meta" / "runtime.yml").read_text())["requires_ansible"]
+    minimum = re.match(r">=\s*(\d+\.\d+)", required).group(1)
+    for meta in (REPO / "roles").glob("*/meta/main.yml"):
+        assert yaml.safe_load(meta.read_text())["galaxy_info"]["min_ansible_version"] == minimum, meta
