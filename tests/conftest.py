@@ -1,12 +1,18 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""Shared test helpers: where the read-only fixtures are, and the repository root."""
+"""Shared test helpers: where the read-only fixtures are, the repository root, and how tests run
+a module (a child Python process given its arguments as JSON, as Ansible runs it) or a task
+(ansible-playbook on localhost: the action plugin in the controller, its module "on the node")."""
 
 from __future__ import annotations
 
+import json
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
+import yaml
 from ansible.plugins.loader import init_plugin_loader
 
 REPO = Path(__file__).resolve().parents[1]
@@ -27,3 +33,46 @@ def shared_dir() -> Path:
 @pytest.fixture(scope="session")
 def repo() -> Path:
     return REPO
+
+
+@pytest.fixture
+def run_module():
+    def run(module, args, check=False):
+        payload = {"ANSIBLE_MODULE_ARGS": dict(args, _ansible_check_mode=check)}
+        env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
+        out = subprocess.run(
+            [sys.executable, str(Path(module.__file__))],
+            input=json.dumps(payload),
+            capture_output=True,
+            text=True,
+            env=env,
+            check=False,
+        )
+        return json.loads(out.stdout)
+
+    return run
+
+
+BIN = Path(sys.executable).parent
+
+
+@pytest.fixture
+def play(tmp_path):
+    def run(task: dict, extra_vars: dict | None = None) -> tuple[int, dict]:
+        playbook = tmp_path / "play.yml"
+        task = dict(task, register="aorta_out", ignore_errors=True)
+        show = {"ansible.builtin.copy": {"content": "{{ aorta_out | to_json }}", "dest": str(tmp_path / "out.json")}}
+        playbook.write_text(
+            yaml.safe_dump(
+                [{"hosts": "localhost", "gather_facts": False, "connection": "local", "tasks": [task, show]}]
+            )
+        )
+        env = dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"), ANSIBLE_NOCOLOR="1")
+        argv = [str(BIN / "ansible-playbook"), str(playbook), "-i", "localhost,"]
+        argv += ["-e", json.dumps({"ansible_python_interpreter": sys.executable, **(extra_vars or {})})]
+        proc = subprocess.run(argv, cwd=REPO, env=env, capture_output=True, text=True, timeout=120, check=False)
+        out = tmp_path / "out.json"
+        assert out.exists(), proc.stdout[-3000:] + proc.stderr[-2000:]
+        return proc.returncode, json.loads(out.read_text())
+
+    return run

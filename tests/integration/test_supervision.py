@@ -12,14 +12,17 @@ import os
 import re
 import signal
 import subprocess
+import sys
 import time
 import uuid
+from pathlib import Path
 
 import pytest
-from conftest import BIN, REPO
 
 pytestmark = pytest.mark.standin
 
+REPO = Path(__file__).resolve().parents[2]
+BIN = Path(sys.executable).parent
 STATUS_DIR = "/var/tmp/aorta-cluster"
 
 

@@ -1,7 +1,12 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""node_lease as Ansible runs it: a child Python process given its arguments as JSON."""
+"""node_lease as Ansible runs it: the module in a child Python process given its arguments as JSON,
+and the module with its action plugin through ansible-playbook (the action names the owner)."""
 
 from __future__ import annotations
+
+import getpass
+import re
+import socket
 
 import pytest
 
@@ -45,3 +50,14 @@ def test_expired_lease_is_taken_over_and_orphans_of_other_runs_are_removed(run_m
     # (the first call, for run old, had removed run new's c2 the same way)
     assert (tmp_path / "removed").read_text().splitlines()[-1].split() == ["rm", "-f", "-v", "c1"]
     assert "took over from run old" in taken["message"]
+
+
+def test_owner_is_this_controller_and_another_run_is_refused_naming_it(play, tmp_path):
+    directory = str(tmp_path / "lease")
+    _rc, first = play({"aorta.cluster.node_lease": {"run_id": "run-a", "directory": directory}})
+    assert first["result"] == "acquired"
+    _rc, second = play({"aorta.cluster.node_lease": {"run_id": "run-b", "directory": directory}})
+    assert second["failed"]
+    owner = second["holder"]["owner"]
+    assert re.fullmatch(rf"{getpass.getuser()}@{re.escape(socket.gethostname())} \(ansible-playbook pid \d+\)", owner)
+    assert "held by run run-a" in second["msg"]
