@@ -34,12 +34,10 @@ class FilterModule:
             "launch_script": _filter(_launch.launch_script),
             "base_env": _filter(_launch.base_env),
             "docker_run_argv": _filter(_container.docker_run_argv),
-            "group_ids": _filter(_container.group_ids),
             "node_state": _filter(_run.node_state),
             "run_status": _filter(_run.run_status),
             "node_line": _filter(_run.node_line),
             "torchrun_failure": _filter(_run.torchrun_failure),
             "cvs_config": _filter(_cvs_config.cvs_config),
-            "fabric_interface": _filter(_run.fabric_interface),
             "launch_deadlines": _filter(_plan.launch_deadlines),
         }

@@ -84,7 +84,11 @@ def interfaces(run):
 
 
 def group_ids(names=("video", "render")):
-    """Numeric gids of the groups the node has, in ``names`` order (the image may lack the names)."""
+    """Numeric gids of the groups the node has, in ``names`` order; groups it lacks are skipped.
+
+    Numeric, because the image may not know a group called ``render`` while the node's
+    /dev/dri/renderD* belong to it.
+    """
     gids = []
     for name in names:
         try:

@@ -54,17 +54,3 @@ def docker_run_argv(spec: Mapping[str, Any]) -> list[str]:
     lifetime = int(spec.get("lifetime_seconds") or 86400)
     argv += [str(spec["image"]), "sleep", str(lifetime)]
     return argv
-
-
-def group_ids(getent_output: str, names=("video", "render")) -> list[str]:
-    """Numeric gids of ``names`` from ``getent group`` output; groups the node lacks are skipped.
-
-    Numeric, because the image may not know a group called ``render`` while the node's
-    /dev/dri/renderD* belong to it.
-    """
-    gids = {}
-    for line in getent_output.splitlines():
-        parts = line.split(":")
-        if len(parts) >= 3 and parts[0] in names and parts[2].isdigit():
-            gids[parts[0]] = parts[2]
-    return [gids[name] for name in names if name in gids]

@@ -12,8 +12,6 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ansible_collections.aorta.cluster.plugins.plugin_utils._preflight import interface_holding
-
 STATES = ("ok", "failed", "timeout", "unreachable", "not_started")
 
 
@@ -110,23 +108,6 @@ def _describe(node: Mapping[str, Any], laggard: bool) -> str:
         if failure.get("secondary"):
             text += " after a peer failed"
     return text + ")"
-
-
-def fabric_interface(facts: Mapping[str, Any], address: str, node: str = "this node") -> str:
-    """Name of the interface that holds ``address``, from gathered network facts.
-
-    ``facts`` is ``ansible_facts`` (keys ``interfaces`` and one entry per interface).
-    """
-    held = {}
-    for name in facts.get("interfaces", []):
-        entry = facts.get(name.replace("-", "_")) or facts.get(name) or {}
-        addresses = []
-        if isinstance(entry.get("ipv4"), Mapping):
-            addresses.append(entry["ipv4"].get("address"))
-        addresses += [a.get("address") for a in entry.get("ipv4_secondaries", []) if isinstance(a, Mapping)]
-        addresses += [a.get("address") for a in entry.get("ipv6", []) if isinstance(a, Mapping)]
-        held[name] = [a for a in addresses if a]
-    return interface_holding(held, address, node)
 
 
 def node_line(node: Mapping[str, Any]) -> str:

@@ -1,6 +1,6 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""Run bookkeeping filters: node outcome, run status and its first failure, fabric interface,
-docker run argv, base environment."""
+"""Run bookkeeping filters: node outcome, run status and its first failure, docker run argv, base
+environment."""
 
 from __future__ import annotations
 
@@ -95,31 +95,6 @@ def test_torchrun_failure_without_summary_is_empty():
     assert F["torchrun_failure"]("all good\n") == {}
 
 
-FACTS = {
-    "interfaces": ["lo", "eth0", "eth1", "bond-fabric"],
-    "lo": {"ipv4": {"address": "127.0.0.1"}},
-    "eth0": {"ipv4": {"address": "192.0.2.10"}},
-    "eth1": {"ipv4": {"address": "10.1.0.5"}, "ipv4_secondaries": [{"address": "10.1.0.99"}]},
-    "bond_fabric": {"ipv4": {"address": "10.2.0.5"}, "ipv6": [{"address": "fd00::5"}]},
-}
-
-
-@pytest.mark.parametrize(
-    "address,expected",
-    [("10.1.0.5", "eth1"), ("10.1.0.99", "eth1"), ("10.2.0.5", "bond-fabric"), ("fd00::5", "bond-fabric")],
-)
-def test_fabric_interface(address, expected):
-    assert F["fabric_interface"](FACTS, address, "n1") == expected
-
-
-def test_fabric_address_on_no_interface_names_node_address_and_interfaces():
-    with pytest.raises(AnsibleFilterError) as info:
-        F["fabric_interface"](FACTS, "10.9.9.9", "n1")
-    message = str(info.value)
-    assert message.startswith("n1: no interface holds the fabric address (vpc_ip) 10.9.9.9")
-    assert "eth0=192.0.2.10" in message and "eth1=10.1.0.5,10.1.0.99" in message
-
-
 def test_docker_run_argv_has_everything_rocm_needs_and_no_privileged_by_default():
     argv = F["docker_run_argv"](
         {
@@ -176,13 +151,6 @@ def test_docker_run_argv_has_everything_rocm_needs_and_no_privileged_by_default(
 def test_docker_run_argv_errors(spec, words):
     with pytest.raises(AnsibleFilterError, match=words):
         F["docker_run_argv"](spec)
-
-
-def test_group_ids_are_numeric_and_skip_missing_groups():
-    out = "video:x:44:\nrender:x:109:me\n"
-    assert F["group_ids"](out) == ["44", "109"]
-    assert F["group_ids"]("video:x:44:\n") == ["44"]
-    assert F["group_ids"]("") == []
 
 
 def test_base_env_matches_cvs_and_lets_the_user_win():

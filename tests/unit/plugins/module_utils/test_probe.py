@@ -67,3 +67,7 @@ def test_interfaces_error_is_reported_not_raised():
         == 'Object "address" is unknown'
     )
     assert _probe.interfaces(lambda argv: (0, "not json", ""))["error"] == "ip -j address printed no JSON"
+
+
+def test_group_ids_are_numeric_in_order_and_skip_missing_groups():
+    assert _probe.group_ids(("root", "no-such-group-aorta", "root")) == ["0", "0"]
