@@ -112,6 +112,14 @@ def shared_dir(path):
         os.chmod(path, 0o1777)
 
 
+def refusal(held):
+    """The one line a run gets when another run holds the node (``held``: a LeaseHeld)."""
+    return (
+        f"node {os.uname()[1]} is held by {describe(held.lease, str(held))}: "
+        "not launching beside it (wait for it, or stop it)"
+    )
+
+
 class Lease:
     """The lease directory of one node."""
 

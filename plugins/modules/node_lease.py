@@ -108,11 +108,10 @@ message:
   type: str
 """
 
-import os
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.aorta.cluster.plugins.module_utils._lease import Lease, LeaseError, LeaseHeld, describe, take
+from ansible_collections.aorta.cluster.plugins.module_utils._lease import Lease, LeaseError, LeaseHeld, refusal, take
 
 
 def main():
@@ -146,17 +145,10 @@ def main():
             p["directory"], p["run_id"], p["owner"], p["expires_in"], module.run_command, p["docker"], module.check_mode
         )
     except LeaseHeld as held:
-        module.fail_json(msg=held_message(held), holder=held.lease)
+        module.fail_json(msg=refusal(held), holder=held.lease)
     except LeaseError as exc:
         module.fail_json(msg=str(exc))
     module.exit_json(changed=taken["result"] == "acquired" or bool(taken["removed_containers"]), **taken)
-
-
-def held_message(held):
-    return (
-        f"node {os.uname()[1]} is held by {describe(held.lease, str(held))}: "
-        "not launching beside it (wait for it, or stop it)"
-    )
 
 
 if __name__ == "__main__":

@@ -98,7 +98,7 @@ import time
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.aorta.cluster.plugins.module_utils._lease import LeaseError, LeaseHeld, describe, take
+from ansible_collections.aorta.cluster.plugins.module_utils._lease import LeaseError, LeaseHeld, refusal, take
 from ansible_collections.aorta.cluster.plugins.module_utils._ports import PortError, ephemeral_range, find_free_port
 from ansible_collections.aorta.cluster.plugins.module_utils._probe import gather
 
@@ -120,8 +120,7 @@ def main():
     p = module.params
     result = {"changed": False}
 
-    def run(argv):
-        return module.run_command(argv)
+    run = module.run_command  # run(argv) -> (rc, stdout, stderr), as _lease and _probe expect
 
     if p["lease"]:
         lease = p["lease"]
@@ -138,8 +137,7 @@ def main():
             )
         except LeaseHeld as held:
             module.fail_json(
-                msg=f"preflight[lease]: node held by {describe(held.lease, str(held))}: "
-                "not launching beside it (wait for it, or stop it)",
+                msg=f"preflight[lease]: {refusal(held)}",
                 holder=held.lease,
             )
         except LeaseError as exc:

@@ -148,8 +148,8 @@ from ansible_collections.aorta.cluster.plugins.module_utils._lease import (
     LeaseError,
     LeaseHeld,
     boot_id,
-    describe,
     process_start,
+    refusal,
     shared_dir,
 )
 from ansible_collections.aorta.cluster.plugins.module_utils._supervisor import Supervisor, metrics_progress
@@ -230,7 +230,7 @@ def main():
             now,
         )
     except LeaseHeld as held:
-        module.fail_json(msg=f"not launching: this node is held by {describe(held.lease, str(held))}", status_path=path)
+        module.fail_json(msg=refusal(held), status_path=path)
     except (LeaseError, OSError) as exc:
         module.fail_json(msg=f"cannot take the node's lease: {exc}", status_path=path)
 
