@@ -37,8 +37,9 @@ def playbook(playbook_path: str, inventory: Path, *extra: str, timeout: float = 
     )
 
 
-def subset(nodes: int, path: Path) -> Path:
-    data = json.loads((standin.OUT / "cluster.json").read_text())
+def subset(nodes: int, path: Path, out: Path = standin.OUT) -> Path:
+    """A cluster.json of the first ``nodes`` nodes of the stand-in that wrote ``out``."""
+    data = json.loads((out / "cluster.json").read_text())
     keys = list(data["node_dict"])[:nodes]
     data["node_dict"] = {k: data["node_dict"][k] for k in keys}
     data["head_node_dict"] = {"mgmt_ip": keys[0]}

@@ -29,6 +29,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests" / "standin"))
 
 import scale  # noqa: E402  (beside the tests, not a package)
+from _standin_bench import subset  # noqa: E402
 
 BIN = Path(sys.executable).parent
 NODES = int(os.environ.get("AORTA_BENCH_SCALE_NODES", "64"))
@@ -58,13 +59,9 @@ LOCAL = {
 }
 
 
-def subset(nodes: int, path: Path) -> Path:
-    data = json.loads((scale.OUT / "cluster.json").read_text())
-    keys = list(data["node_dict"])[:nodes]
-    data["node_dict"] = {k: data["node_dict"][k] for k in keys}
-    data["head_node_dict"] = {"mgmt_ip": keys[0]}
-    path.write_text(json.dumps(data))
-    # host_vars beside the inventory file, as Ansible looks for them
+def scale_subset(nodes: int, path: Path) -> Path:
+    """The first ``nodes`` light nodes, with their host_vars beside the file, where Ansible looks."""
+    subset(nodes, path, scale.OUT)
     link = path.parent / "host_vars"
     if not link.exists():
         link.symlink_to(scale.OUT / "host_vars")
@@ -100,7 +97,7 @@ def remote_tasks(task_log: Path, until: float) -> Counter:
 def run(nodes: int, tmp: Path, state: dict) -> dict:
     run_id = f"scale-{nodes}-{uuid.uuid4().hex[:6]}"
     task_log = tmp / f"{run_id}.tasks"
-    inventory = subset(nodes, tmp / f"{run_id}.json")
+    inventory = scale_subset(nodes, tmp / f"{run_id}.json")
     env = dict(
         os.environ,
         ANSIBLE_CONFIG=str(REPO / "ansible.cfg"),

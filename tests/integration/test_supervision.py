@@ -63,12 +63,23 @@ def workload_processes(cluster):
     ]
 
 
+def containers_of_node(cluster, index, run_id):
+    return cluster.node_exec(index, "docker", "ps", "-aq", "--filter", f"label=aorta.cluster.run={run_id}").split()
+
+
 def containers_of(cluster, run_id):
-    return [
-        c
-        for i in range(len(cluster.nodes))
-        for c in cluster.node_exec(i, "docker", "ps", "-aq", "--filter", f"label=aorta.cluster.run={run_id}").split()
-    ]
+    return [c for i in range(len(cluster.nodes)) for c in containers_of_node(cluster, i, run_id)]
+
+
+def wait_until_training(cluster, indexes, run_id, proc, out):
+    """Until the supervisors of those nodes say running and every one of their ranks made a step."""
+    for _attempt in range(240):
+        statuses = [node_status(cluster, i, run_id) for i in indexes]
+        if all(s and s["state"] == "running" and min(s["progress"].values() or [0]) > 0 for s in statuses):
+            return
+        assert proc.poll() is None, out.read_text()[-3000:]
+        time.sleep(1)
+    raise AssertionError("the ranks never started training: " + out.read_text()[-3000:])
 
 
 def test_controller_killed_mid_run_the_nodes_end_the_run_themselves_and_a_new_run_refuses(standin_cluster, tmp_path):
@@ -85,14 +96,7 @@ def test_controller_killed_mid_run_the_nodes_end_the_run_themselves_and_a_new_ru
     )
     try:
         # Kill the controller once every node's ranks are training.
-        for _attempt in range(240):
-            statuses = [node_status(standin_cluster, i, run_id) for i in range(len(standin_cluster.nodes))]
-            if all(s and s["state"] == "running" and min(s["progress"].values() or [0]) > 0 for s in statuses):
-                break
-            assert proc.poll() is None, out.read_text()[-3000:]
-            time.sleep(1)
-        else:
-            raise AssertionError("the ranks never started training: " + out.read_text()[-3000:])
+        wait_until_training(standin_cluster, range(len(standin_cluster.nodes)), run_id, proc, out)
     finally:
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
@@ -174,12 +178,7 @@ def test_a_node_that_dies_mid_run_is_named_and_the_others_are_still_collected(st
         aorta_training_overrides={"training.max_steps": 1000000},
     )
     try:
-        for _attempt in range(240):
-            status = node_status(standin_cluster, len(standin_cluster.nodes) - 1, run_id)
-            if status and status["state"] == "running" and min(status["progress"].values() or [0]) > 0:
-                break
-            assert proc.poll() is None, out.read_text()[-3000:]
-            time.sleep(1)
+        wait_until_training(standin_cluster, [len(standin_cluster.nodes) - 1], run_id, proc, out)
         subprocess.run(["docker", "kill", victim["container"]], check=True, capture_output=True)
         killed = time.monotonic()
         proc.wait(timeout=deadline + grace + 300)
@@ -202,7 +201,3 @@ def test_a_node_that_dies_mid_run_is_named_and_the_others_are_still_collected(st
     assert (results / "aorta_benchmark_report.json").exists()
     for i in range(len(standin_cluster.nodes) - 1):
         assert containers_of_node(standin_cluster, i, run_id) == []
-
-
-def containers_of_node(cluster, index, run_id):
-    return cluster.node_exec(index, "docker", "ps", "-aq", "--filter", f"label=aorta.cluster.run={run_id}").split()
