@@ -12,6 +12,7 @@ from ansible.plugins.action import ActionBase
 
 from ansible_collections.aorta.cluster.plugins.plugin_utils._controller import controller_identity, owner_is_gone
 from ansible_collections.aorta.cluster.plugins.plugin_utils._preflight import judge
+from ansible_collections.aorta.cluster.plugins.plugin_utils._tools import pyspy_plan
 
 
 class ActionModule(ActionBase):
@@ -19,6 +20,12 @@ class ActionModule(ActionBase):
         result = super().run(tmp, task_vars)
         args = dict(self._task.args)
         expect = args.pop("expect", None) or {}
+        pyspy = None
+        if "pyspy" in args:  # the controller's py-spy: the node says whether it has this very binary
+            lease_dir = (args.get("lease") or {}).get("directory") or "/var/tmp/aorta-cluster"
+            pyspy = pyspy_plan(args.pop("pyspy"), f"{lease_dir.rstrip('/')}/tools")
+            if pyspy["source"]:
+                args["tools"] = [{"name": "py-spy", "path": pyspy["node_path"], "size": pyspy["size"]}]
         if args.get("lease") and not args["lease"].get("owner"):
             args["lease"] = dict(args["lease"], owner=controller_identity())
         probe = self._execute_module(module_name="aorta.cluster.node_probe", module_args=args, task_vars=task_vars)
@@ -34,6 +41,8 @@ class ActionModule(ActionBase):
         node = str((task_vars or {}).get("inventory_hostname", "node"))
         verdict = judge(node, probe["facts"], expect)
         derived = verdict["derived"]
+        if pyspy is not None:
+            derived["pyspy"] = dict(pyspy, present=bool(probe["facts"].get("tools", {}).get("py-spy")))
         # The node reads its clock last, just before it answers: against the controller's clock when
         # the answer arrived, the error is the return trip (milliseconds), not the module's run time.
         derived.setdefault("record", {})["clock_offset_s"] = round(probe["facts"]["clock"] - after, 3)

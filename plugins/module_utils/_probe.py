@@ -98,6 +98,29 @@ def group_ids(names=("video", "render")):
     return gids
 
 
+def tool_facts(tools, check_mode=False):
+    """``{name: True}`` for each tool whose file is on the node with the expected size.
+
+    Creates the tools' directory (shared like /tmp, as the lease's) so the copy that follows can
+    write there; the name carries the hash, the supervisor checks the whole hash before use.
+    """
+    facts = {}
+    for tool in tools or ():
+        path = str(tool.get("path") or "")
+        if not path:
+            continue
+        try:
+            facts[tool["name"]] = os.path.getsize(path) == int(tool.get("size") or -1)
+        except OSError:
+            facts[tool["name"]] = False
+        if not facts[tool["name"]] and not check_mode:
+            parent = os.path.dirname(path)
+            if not os.path.isdir(parent):
+                os.makedirs(parent, exist_ok=True)
+                os.chmod(parent, 0o1777)
+    return facts
+
+
 def gather(run, docker="docker", image="", root="", paths=(), count_gpus=False):
     """One node's facts for preflight and the container start."""
     facts = docker_facts(run, docker, image)

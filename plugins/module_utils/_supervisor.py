@@ -145,7 +145,10 @@ class Supervisor:
     launch_argv: the command whose exit is the node's outcome (``docker exec <c> bash launch.sh``).
     term_argv / kill_argv: how to send SIGTERM / SIGKILL to the workload (inside the container);
     None signals the launch command's own process group instead.
-    diagnose_argv: run at the deadline before SIGTERM, for at most ``diagnose_seconds``.
+    diagnose_argvs: run in order at the deadline before SIGTERM, for at most ``diagnose_seconds``
+    in all (what is left of the budget bounds each one).
+    node_scan: a callable ``(start_epoch, end_epoch) -> dict`` run after every outcome (the node's
+    kernel log); its answer is the status's ``node_errors``.
     cleanup_argvs: run in order once the workload has ended, whatever the outcome.
     log_path: where the launch command's output goes; tail_path: the log whose tail is kept.
     progress: a callable returning ``{rank: steps}``, read every ``progress_every`` seconds.
@@ -159,8 +162,9 @@ class Supervisor:
         status_path,
         term_argv=None,
         kill_argv=None,
-        diagnose_argv=None,
+        diagnose_argvs=(),
         diagnose_seconds=30,
+        node_scan=None,
         cleanup_argvs=(),
         log_path=None,
         tail_path=None,
@@ -179,7 +183,8 @@ class Supervisor:
         self.status_path = status_path
         self.term_argv = term_argv
         self.kill_argv = kill_argv
-        self.diagnose_argv = diagnose_argv
+        self.diagnose_argvs = [list(a) for a in diagnose_argvs or ()]
+        self.node_scan = node_scan
         self.diagnose_seconds = float(diagnose_seconds)
         self.cleanup_argvs = [list(a) for a in cleanup_argvs]
         self.log_path = log_path
@@ -278,10 +283,8 @@ class Supervisor:
         self.status["timed_out"] = timed_out
         self._event(reason)
         self._read_progress()  # how far each rank got is the evidence of who everyone waited for
-        if self.diagnose_argv:
-            self._write("diagnosing")
-            rc = run_bounded(self.diagnose_argv, self.diagnose_seconds, clock=self.clock, sleep=self.sleep)
-            self._event("diagnostics " + ("timed out" if rc is None else f"exit {rc}"))
+        if self.diagnose_argvs and timed_out:
+            self._diagnose()
         self._write("terminating")
         self._signal(pid, self.term_argv, signal.SIGTERM)
         self._event("SIGTERM sent")
@@ -296,6 +299,19 @@ class Supervisor:
                 rc = wait_for_exit(pid, 5, self.clock, self.sleep)
         self._event("workload ended" if rc is not None else "workload did not end")
         return self._finish(rc, "timeout" if timed_out else "failed", reason)
+
+    def _diagnose(self):
+        """The capture at the deadline: every step within what is left of one budget."""
+        self._write("diagnosing")
+        began = self.clock()
+        for argv in self.diagnose_argvs:
+            left = self.diagnose_seconds - (self.clock() - began)
+            if left <= 0:
+                self._event(f"diagnostics: no time left for {argv[0]} {argv[1] if len(argv) > 1 else ''}".rstrip())
+                break
+            rc = run_bounded(argv, left, clock=self.clock, sleep=self.sleep)
+            self._event(f"diagnostics: {' '.join(argv[:2])} " + ("timed out" if rc is None else f"exit {rc}"))
+        self.status["capture_s"] = round(self.clock() - began, 3)
 
     def _signal(self, pid, argv, sig):
         if argv:
@@ -317,6 +333,11 @@ class Supervisor:
             cleanup.append({"cmd": argv[:3], "rc": run_bounded(argv, 120, clock=self.clock, sleep=self.sleep)})
         self.status["cleanup"] = cleanup
         self.status["ended_at"] = round(self.wall(), 3)
+        if self.node_scan is not None:
+            try:
+                self.status["node_errors"] = self.node_scan(self.status["started_at"], self.status["ended_at"])
+            except Exception as exc:  # the scan informs; it never decides the outcome
+                self.status["node_errors"] = {"source": None, "error": f"kernel log scan failed: {exc}", "lines": []}
         self.status["finished"] = True
         self._event("finished")
         self._write("finished")

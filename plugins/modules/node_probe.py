@@ -53,6 +53,15 @@ options:
   expect:
     description: What the action plugin judges the facts against (not used on the node).
     type: dict
+  tools:
+    description:
+      - Files the node should have (keys C(name), C(path), C(size)); C(facts.tools) says which it has.
+        A missing file's directory is created (shared like /tmp) for the copy that follows.
+      - The action plugin fills it from its C(pyspy) argument (a controller path, V(auto) or empty),
+        and returns C(derived.pyspy) (C(source), C(node_path), C(sha256), C(present), C(note)).
+    type: list
+    elements: dict
+    default: []
 extends_documentation_fragment:
   - aorta.cluster._attributes
 attributes:
@@ -81,7 +90,7 @@ EXAMPLES = r"""
 RETURN = r"""
 facts:
   description: What the node said (docker, image_id, paths, disk, gpu_devices, gpus, container_devices,
-    group_ids, interfaces, uid, gid, clock).
+    group_ids, interfaces, uid, gid, tools, clock).
   returned: always
   type: dict
 lease:
@@ -100,7 +109,7 @@ from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.aorta.cluster.plugins.module_utils._lease import LeaseError, LeaseHeld, refusal, take
 from ansible_collections.aorta.cluster.plugins.module_utils._ports import PortError, ephemeral_range, find_free_port
-from ansible_collections.aorta.cluster.plugins.module_utils._probe import gather
+from ansible_collections.aorta.cluster.plugins.module_utils._probe import gather, tool_facts
 
 
 def main():
@@ -114,6 +123,7 @@ def main():
             "lease": {"type": "dict"},
             "port": {"type": "dict"},
             "expect": {"type": "dict"},
+            "tools": {"type": "list", "elements": "dict", "default": []},
         },
         supports_check_mode=True,
     )
@@ -144,6 +154,7 @@ def main():
             module.fail_json(msg=f"preflight[lease]: {exc}")
         result["changed"] = result["lease"]["result"] == "acquired" or bool(result["lease"]["removed_containers"])
     result["facts"] = gather(run, p["docker"], p["image"], p["root"], p["paths"], p["count_gpus"])
+    result["facts"]["tools"] = tool_facts(p["tools"], module.check_mode)
     if p["port"]:
         port = p["port"]
         try:

@@ -10,12 +10,14 @@ module: run_supervisor
 short_description: Run one node's share of a run under the node's own deadline
 version_added: 0.2.0
 description:
-  - "Starts the launch command in the run's container and supervises it on the node, so that the run
-    ends the same way whether or not the controller is still there: the deadline is kept on the
-    node's monotonic clock; at the deadline an optional diagnostics command runs (bounded), then
-    SIGTERM is sent to every process in the container, then SIGKILL after the grace period; the
-    files the container's root wrote are handed back to the SSH user; the container is removed;
-    the node's lease is released."
+  - "Starts the launch command in the run's container and supervises it on the node, so that the
+    run ends the same way whether or not the controller is still there: the deadline is kept on the
+    node's monotonic clock; at the deadline the diagnostics capture runs (bounded: every rank's
+    Python stack with py-spy and its flight-recorder dump, see O(diagnostics_dir)); then SIGTERM
+    is sent to every process in the container, then SIGKILL after the grace period; the files the
+    container's root wrote are handed back to the SSH user; the container is removed; the node's
+    lease is released; the node's kernel log over the run is scanned for GPU, driver and fabric
+    trouble (C(status.node_errors))."
   - "Start it with C(async) and C(poll: 0): it runs for the whole run. While it runs it keeps a
     status file (state, per-rank steps, times, exit code) that it replaces atomically; the action
     plugin M(aorta.cluster.run_wait) reads it."
@@ -67,15 +69,33 @@ options:
     type: list
     elements: int
     default: []
+  diagnostics_dir:
+    description:
+      - Directory inside the container where the capture at the deadline writes C(rank<R>.pyspy.json)
+        and C(capture.json) (put it under the collected output directory). Empty skips the capture.
+    type: str
+    default: ""
+  pyspy_path:
+    description:
+      - The node's py-spy binary, copied into the container for the capture.
+      - Without it only the flight recorder is asked.
+    type: path
+  pyspy_sha256:
+    description: The sha256 O(pyspy_path) must have; another file is not run (the tools directory is shared).
+    type: str
   diagnose_command:
-    description: Run on the node at the deadline, before SIGTERM, for at most O(diagnose_seconds).
+    description: An extra command run on the node after the capture, within the same O(diagnose_seconds).
     type: list
     elements: str
     default: []
   diagnose_seconds:
-    description: Upper bound of the diagnostics step.
+    description: Upper bound of the whole diagnostics step.
     type: int
     default: 30
+  kernel_log:
+    description: Scan the node's kernel log (C(journalctl -k), else C(dmesg)) between the run's start and end.
+    type: bool
+    default: true
   chown_paths:
     description:
       - Paths inside the container handed back to the SSH user before the container is removed
@@ -126,7 +146,8 @@ status:
     - The final status record, as in the status file. Keys include C(state) (V(finished)),
       C(outcome) (V(ok), V(failed) or V(timeout)), C(rc), C(timed_out), C(reason), C(progress)
       (steps per global rank), C(events) (what happened when), C(log_tail), C(cleanup),
-      C(started_at), C(deadline_at), C(ended_at) (node wall clock).
+      C(started_at), C(deadline_at), C(ended_at) (node wall clock), C(capture_s) (after a
+      deadline), C(capture_note), C(node_errors) (C(source), C(error), C(lines) of C(at), C(kind), C(line)).
   returned: success
   type: dict
 status_path:
@@ -143,6 +164,8 @@ import time
 
 from ansible.module_utils.basic import AnsibleModule
 
+from ansible_collections.aorta.cluster.plugins.module_utils import _kernel_log
+from ansible_collections.aorta.cluster.plugins.module_utils._capture import capture_argvs
 from ansible_collections.aorta.cluster.plugins.module_utils._lease import (
     Lease,
     LeaseError,
@@ -176,8 +199,12 @@ def main():
             "log": {"type": "path"},
             "progress_dir": {"type": "path"},
             "ranks": {"type": "list", "elements": "int", "default": []},
+            "diagnostics_dir": {"type": "str", "default": ""},
+            "pyspy_path": {"type": "path"},
+            "pyspy_sha256": {"type": "str"},
             "diagnose_command": {"type": "list", "elements": "str", "default": []},
             "diagnose_seconds": {"type": "int", "default": 30},
+            "kernel_log": {"type": "bool", "default": True},
             "chown_paths": {"type": "list", "elements": "str", "default": []},
             "remove_container": {"type": "bool", "default": True},
             "docker": {"type": "str", "default": "docker"},
@@ -197,8 +224,21 @@ def main():
         cleanup.append([docker, "exec", container, "chown", "-R", f"{uid}:{gid}"] + p["chown_paths"])
     if p["remove_container"]:
         cleanup.append([docker, "rm", "-f", "-v", container])
+    diagnose, capture_note = [], ""
+    if p["diagnostics_dir"]:
+        # The capture script gets the budget less what docker cp and docker exec's start take.
+        diagnose, capture_note = capture_argvs(
+            docker,
+            container,
+            p["diagnostics_dir"],
+            max(1, p["diagnose_seconds"] - 5),
+            p["pyspy_path"],
+            p["pyspy_sha256"],
+        )
+    if p["diagnose_command"]:
+        diagnose.append(p["diagnose_command"])
     if module.check_mode:
-        module.exit_json(changed=False, status_path=path, command=launch, cleanup=cleanup)
+        module.exit_json(changed=False, status_path=path, command=launch, cleanup=cleanup, diagnose=diagnose)
 
     if p["script_path"]:
         try:
@@ -244,13 +284,14 @@ def main():
         path,
         term_argv=[docker, "exec", container, "bash", "-c", "kill -TERM -1"],
         kill_argv=[docker, "exec", container, "bash", "-c", "kill -KILL -1"],
-        diagnose_argv=p["diagnose_command"] or None,
+        diagnose_argvs=diagnose,
         diagnose_seconds=p["diagnose_seconds"],
+        node_scan=_kernel_log.scan if p["kernel_log"] else None,
         cleanup_argvs=cleanup,
         log_path=os.path.join(p["directory"], "runs", "{}.exec.log".format(p["run_id"])),
         tail_path=p["log"],
         progress=progress,
-        record={"run_id": p["run_id"], "container": container, "ranks": p["ranks"]},
+        record={"run_id": p["run_id"], "container": container, "ranks": p["ranks"], "capture_note": capture_note},
     )
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(sig, supervisor.request_stop)

@@ -233,8 +233,12 @@ def base_env(
     rccl_build_path: str,
     extra_env: Mapping[str, Any] | None = None,
     fabric_env: Mapping[str, Any] | None = None,
+    flight_recorder: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The container environment CVS builds, plus the fabric interface, with the user's extra_env last.
+
+    ``flight_recorder`` (``entries``, ``dump_dir``) adds :func:`flight_recorder_env` for every name
+    neither ``environment`` nor ``extra_env`` sets.
 
     ``environment`` is CVS's ``environment`` block; TENSILE_STREAMK_MAX_CUS leaves the CUs RCCL's
     channels do not take to GEMMs; LD_LIBRARY_PATH keeps the image's value (expanded by the launch
@@ -256,5 +260,43 @@ def base_env(
         )
         env["rccl_path"] = rccl_build_path
     env.update(fabric_env or {})
+    if flight_recorder:
+        for name, value in flight_recorder_env(flight_recorder.get("entries"), flight_recorder.get("dump_dir")).items():
+            env.setdefault(name, value)
     env.update(extra_env or {})
     return env
+
+
+# Where the capture pokes each rank's flight recorder: container-local, never in collected output.
+FR_PIPE_STEM = "/tmp/aorta-cluster-fr-pipe-rank"
+
+
+def flight_recorder_env(entries: Any, dump_dir: Any) -> dict[str, Any]:
+    """torch's flight-recorder variables, for NCCL/RCCL and gloo alike (each backend reads its own).
+
+    Names as in torch's source: ``TORCH_FR_BUFFER_SIZE`` (any backend) and
+    ``TORCH_NCCL_TRACE_BUFFER_SIZE`` (ProcessGroupNCCL; its dump pipe checks this one) switch the
+    recorder on; ``TORCH_NCCL_DUMP_ON_TIMEOUT`` dumps it on a watchdog timeout;
+    ``TORCH_NCCL_DEBUG_INFO_PIPE_FILE`` makes ``<stem><rank>.pipe`` a dump trigger; the dumps go to
+    ``TORCH_FR_DUMP_TEMP_FILE``/``TORCH_NCCL_DEBUG_INFO_TEMP_FILE`` ``<stem><rank>``. ``entries`` 0
+    sets none of them.
+    """
+    try:
+        count = int(entries or 0)
+    except (TypeError, ValueError):
+        raise LaunchError(f"aorta_flight_recorder_entries: {entries!r} is not a number") from None
+    if count < 0:
+        raise LaunchError(f"aorta_flight_recorder_entries: {count} must be >= 0 (0 switches it off)")
+    if count == 0:
+        return {}
+    if not dump_dir or not str(dump_dir).startswith("/"):
+        raise LaunchError(f"flight recorder dump directory {dump_dir!r} must be an absolute path in the container")
+    stem = str(dump_dir).rstrip("/") + "/fr_rank"
+    return {
+        "TORCH_FR_BUFFER_SIZE": count,
+        "TORCH_NCCL_TRACE_BUFFER_SIZE": count,
+        "TORCH_NCCL_DUMP_ON_TIMEOUT": 1,
+        "TORCH_FR_DUMP_TEMP_FILE": stem,
+        "TORCH_NCCL_DEBUG_INFO_TEMP_FILE": stem,
+        "TORCH_NCCL_DEBUG_INFO_PIPE_FILE": FR_PIPE_STEM,
+    }

@@ -12,21 +12,31 @@ Writes, under training.output_dir (relative to the working directory):
 
 SIGTERM/SIGINT stop it after the current step; the trace is still exported.
 Fault knobs (overrides), for reliability tests:
-  standin.hang_rank=R     rank R blocks forever inside a collective
-  standin.fail_rank=R     rank R exits 1 after step standin.fail_step (default 1), before exporting its trace
+  standin.hang_rank=R     rank R blocks forever in a p2p receive nobody sends; the others then wait
+                          in the next all-reduce
+  standin.fail_rank=R     rank R raises RuntimeError after step standin.fail_step (default 1), before
+                          exporting its trace
+
   standin.slow_rank=R, standin.slow_factor=F   rank R computes F times longer (a straggler)
   standin.echo_overrides=true   log every override value exactly as received
+
+Flight recorder: torch's NCCL watchdog dumps the recorder when a byte is written to
+``$TORCH_NCCL_DEBUG_INFO_PIPE_FILE<rank>.pipe``; torch's gloo has no such trigger. The stand-in
+serves that same pipe for gloo (a thread of its own, see serve_dump_pipe), so the collection's
+capture works the same way on the stand-in as on real Aorta over RCCL.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import logging
 import os
 import signal
 import socket
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -85,6 +95,37 @@ def setup_logging(output_dir: Path, rank: int) -> logging.Logger:
     return logger
 
 
+def serve_dump_pipe(rank: int) -> None:
+    """STAND-IN for torch's NCCL DumpPipe (ProcessGroupNCCL.cpp), which gloo lacks: create
+    ``<TORCH_NCCL_DEBUG_INFO_PIPE_FILE><rank>.pipe`` and, for every write to it, write the flight
+    recorder's pickle to ``<TORCH_FR_DUMP_TEMP_FILE or TORCH_NCCL_DEBUG_INFO_TEMP_FILE><rank>``,
+    as torch does. Off unless the pipe variable and a buffer size > 0 are set, as in torch."""
+    stem = os.environ.get("TORCH_NCCL_DEBUG_INFO_PIPE_FILE", "")
+    size = os.environ.get("TORCH_FR_BUFFER_SIZE") or os.environ.get("TORCH_NCCL_TRACE_BUFFER_SIZE") or "0"
+    if not stem or int(size) <= 0:
+        return
+    dump_stem = os.environ.get("TORCH_FR_DUMP_TEMP_FILE") or os.environ.get(
+        "TORCH_NCCL_DEBUG_INFO_TEMP_FILE", "/tmp/nccl_trace_rank_"
+    )
+    pipe = f"{stem}{rank}.pipe"
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(pipe)
+    os.mkfifo(pipe)
+
+    def serve() -> None:
+        while True:
+            with open(pipe, "rb") as trigger:  # blocks (without the GIL) until a writer comes
+                if not trigger.read(1):
+                    continue
+            data = torch._C._distributed_c10d._dump_fr_trace(True, True, False)
+            partial = f"{dump_stem}{rank}.tmp"
+            with open(partial, "wb") as out:
+                out.write(data)
+            os.replace(partial, f"{dump_stem}{rank}")
+
+    threading.Thread(target=serve, name="standin-dump-pipe", daemon=True).start()
+
+
 def on_signal(signum, _frame):
     STOP["requested"] = True
 
@@ -103,6 +144,7 @@ def main(argv=None) -> int:
 
     dist.init_process_group(backend="gloo")
     rank, world = dist.get_rank(), dist.get_world_size()
+    serve_dump_pipe(rank)
     output_dir = Path(training.get("output_dir", "artifacts"))
     (output_dir / "torch_profiler" / f"rank{rank}").mkdir(parents=True, exist_ok=True)
     log = setup_logging(output_dir, rank)
@@ -180,8 +222,7 @@ def main(argv=None) -> int:
                 )
             fail_step = int(standin.get("fail_step", 1))
             if standin.get("fail_rank") is not None and int(standin["fail_rank"]) == rank and step >= fail_step:
-                log.error("stand-in fault: rank %d exits 1", rank)
-                return 1
+                raise RuntimeError(f"stand-in fault: rank {rank} fails after step {step}")
     name = f"{stem}{ext}" if active == 1 and repeat == 1 else f"{stem}_step{profiler.step_num}{ext}"
     try:
         profiler.export_chrome_trace(str(trace_dir / name))

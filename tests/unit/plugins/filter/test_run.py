@@ -171,6 +171,26 @@ def test_base_env_matches_cvs_and_lets_the_user_win():
         F["base_env"]({"NCCL_MAX_NCHANNELS": "many"}, "")
 
 
+def test_base_env_switches_the_flight_recorder_on_unless_the_user_set_a_variable_of_it():
+    fr = {"entries": 2000, "dump_dir": "/mnt/out/diagnostics/node_0"}
+    env = F["base_env"]({"TORCH_NCCL_TRACE_BUFFER_SIZE": 50}, "", {"TORCH_NCCL_DUMP_ON_TIMEOUT": 0}, {}, fr)
+    assert env["TORCH_FR_BUFFER_SIZE"] == 2000
+    assert env["TORCH_NCCL_TRACE_BUFFER_SIZE"] == 50  # the user's environment block wins
+    assert env["TORCH_NCCL_DUMP_ON_TIMEOUT"] == 0  # and so does extra_env
+    assert (
+        env["TORCH_FR_DUMP_TEMP_FILE"]
+        == env["TORCH_NCCL_DEBUG_INFO_TEMP_FILE"]
+        == "/mnt/out/diagnostics/node_0/fr_rank"
+    )
+    assert env["TORCH_NCCL_DEBUG_INFO_PIPE_FILE"].startswith("/tmp/")  # a FIFO never lands in collected output
+    off = F["base_env"]({}, "", {}, {}, {"entries": 0, "dump_dir": "/x"})
+    assert not [name for name in off if name.startswith("TORCH_")]
+    with pytest.raises(AnsibleFilterError, match="aorta_flight_recorder_entries"):
+        F["base_env"]({}, "", {}, {}, {"entries": "lots", "dump_dir": "/x"})
+    with pytest.raises(AnsibleFilterError, match="absolute"):
+        F["base_env"]({}, "", {}, {}, {"entries": 10, "dump_dir": "out"})
+
+
 def test_node_line():
     line = F["node_line"](
         {

@@ -71,3 +71,19 @@ def test_interfaces_error_is_reported_not_raised():
 
 def test_group_ids_are_numeric_in_order_and_skip_missing_groups():
     assert _probe.group_ids(("root", "no-such-group-aorta", "root")) == ["0", "0"]
+
+
+def test_tool_facts_say_which_files_have_the_expected_size_and_make_the_missing_ones_directory(tmp_path):
+    have = tmp_path / "tools" / "py-spy-aaaa"
+    have.parent.mkdir()
+    have.write_bytes(b"12345")
+    wanted = tmp_path / "fresh" / "tools" / "py-spy-bbbb"
+    facts = _probe.tool_facts(
+        [
+            {"name": "py-spy", "path": str(have), "size": 5},
+            {"name": "other", "path": str(wanted), "size": 5},
+        ]
+    )
+    assert facts == {"py-spy": True, "other": False}
+    assert wanted.parent.is_dir() and (wanted.parent.stat().st_mode & 0o7777) == 0o1777
+    assert _probe.tool_facts([{"name": "py-spy", "path": str(have), "size": 6}]) == {"py-spy": False}

@@ -70,17 +70,47 @@ def test_child_that_ignores_sigterm_is_killed_after_grace(tmp_path):
     assert 2 <= took < 6, took
 
 
-def test_diagnostics_run_before_sigterm_and_are_bounded(tmp_path):
+def test_diagnostics_run_before_sigterm_within_one_budget_for_all_steps(tmp_path):
     order = tmp_path / "order"
     script = f"trap 'echo term >> {order}; exit 0' TERM; while :; do sleep 0.1; done"
-    diagnose = ["bash", "-c", f"echo diag >> {order}; sleep 30"]
+    steps = [["bash", "-c", f"echo one >> {order}; sleep 0.6"], ["bash", "-c", f"echo two >> {order}; sleep 30"]]
+    steps.append(["bash", "-c", f"echo three >> {order}"])
     started = time.monotonic()
     status = make(
-        tmp_path, ["bash", "-c", script], timeout=0.5, grace=3, diagnose_argv=diagnose, diagnose_seconds=1
+        tmp_path, ["bash", "-c", script], timeout=0.5, grace=3, diagnose_argvs=steps, diagnose_seconds=1.5
     ).run()
     assert time.monotonic() - started < 6
-    assert order.read_text().split() == ["diag", "term"]
-    assert "diagnostics timed out" in states(status)
+    # The second step gets what the first left (about 0.9 s) and times out; the third gets none.
+    assert order.read_text().split() == ["one", "two", "term"]
+    assert "diagnostics: bash -c timed out" in states(status)
+    assert any(e.startswith("diagnostics: no time left") for e in states(status))
+    assert 1.4 <= status["capture_s"] < 2.5, status["capture_s"]
+
+
+def test_diagnostics_do_not_run_when_the_workload_ends_by_itself(tmp_path):
+    marker = tmp_path / "diagnosed"
+    status = make(tmp_path, ["true"], diagnose_argvs=[["touch", str(marker)]]).run()
+    assert status["outcome"] == "ok" and not marker.exists() and "capture_s" not in status
+
+
+def test_node_scan_covers_the_run_window_after_every_outcome_and_never_decides_it(tmp_path):
+    windows = []
+
+    def scan(start, end):
+        windows.append((start, end))
+        return {"source": "test", "error": "", "lines": [{"at": end, "kind": "xgmi", "line": "xgmi link down"}]}
+
+    before = time.time()
+    status = make(tmp_path, ["bash", "-c", "exit 2"], node_scan=scan).run()
+    assert status["outcome"] == "failed" and status["node_errors"]["lines"][0]["kind"] == "xgmi"
+    ((start, end),) = windows
+    assert before - 1 <= start <= end <= time.time() + 1
+
+    def broken(_start, _end):
+        raise RuntimeError("no journal")
+
+    status = make(tmp_path, ["true"], node_scan=broken).run()
+    assert status["outcome"] == "ok" and "no journal" in status["node_errors"]["error"]
 
 
 def test_signal_argv_replaces_the_process_group_signal(tmp_path):
