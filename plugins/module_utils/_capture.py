@@ -84,6 +84,9 @@ for rank, (pid, env) in sorted(ranks.items()):
         entry["flight_recorder"] = "off (TORCH_NCCL_DEBUG_INFO_PIPE_FILE not set)"
         continue
     pipe = in_cwd(pid, "%s%d.pipe" % (stem, rank))
+    # Read the old dump's time BEFORE the poke: the rank may answer within the same millisecond.
+    target = in_cwd(pid, "%s%d" % (dump_stem, rank)) if dump_stem else ""
+    before = os.stat(target).st_mtime if target and os.path.exists(target) else None
     try:
         fd = os.open(pipe, os.O_WRONLY | os.O_NONBLOCK)
         try:
@@ -91,9 +94,8 @@ for rank, (pid, env) in sorted(ranks.items()):
         finally:
             os.close(fd)
         entry["flight_recorder"] = "requested"
-        if dump_stem:
-            target = in_cwd(pid, "%s%d" % (dump_stem, rank))
-            dumps[rank] = (target, os.stat(target).st_mtime if os.path.exists(target) else None)
+        if target:
+            dumps[rank] = (target, before)
     except OSError as exc:
         reason = "nobody reads it" if exc.errno == errno.ENXIO else exc.strerror
         entry["flight_recorder"] = "pipe %s: %s" % (pipe, reason)

@@ -387,6 +387,39 @@ HEADLINE = (
 )
 
 
+def _why_html(diagnosis) -> str:
+    """ "Why it stopped": the ranks behind with their frames, what the others wait in, kernel trouble."""
+    if not diagnosis:
+        return ""
+    behind = diagnosis.get("behind") or []
+    errors = diagnosis.get("node_errors") or []
+    if not behind and not errors and diagnosis.get("kind") == "none":
+        return ""
+    parts = ["<h2>Why it stopped</h2>", f"<p class='bad'>{_esc(diagnosis.get('summary', ''))}</p>"]
+    if behind:
+        parts.append(
+            "<table><tr><th>rank</th><th>node</th><th>frame</th><th>in</th><th>last collective</th>"
+            "<th>exception</th></tr>"
+        )
+        for row in behind:
+            last = f"{row['last_op']} #{row['seq']}" if row.get("last_op") else ""
+            exc = f"{row['exception']}: {row.get('message') or ''}" if row.get("exception") else ""
+            cells = (row.get("rank"), row.get("node"), row.get("frame"), row.get("stuck_in"), last, exc)
+            parts.append("<tr>" + "".join(f"<td>{_esc(c if c is not None else '')}</td>" for c in cells) + "</tr>")
+        parts.append("</table>")
+    if diagnosis.get("waiting"):
+        parts.append(f"<p>Waiting: {_esc(diagnosis['waiting'])} (found by {_esc(diagnosis.get('method', ''))})</p>")
+    if errors:
+        parts.append("<h3>Kernel log</h3><table><tr><th>node</th><th>at</th><th>kind</th><th>line</th></tr>")
+        for row in errors:
+            cells = (row.get("node"), row.get("at"), row.get("kind"), row.get("line"))
+            parts.append("<tr>" + "".join(f"<td>{_esc(c if c is not None else '')}</td>" for c in cells) + "</tr>")
+        parts.append("</table>")
+    if diagnosis.get("evidence"):
+        parts.append("<p>Evidence: " + ", ".join(_esc(p) for p in diagnosis["evidence"]) + "</p>")
+    return "".join(parts)
+
+
 def render_html(report: dict) -> str:
     perf = report["performance"]
     parts = [
@@ -397,6 +430,7 @@ def render_html(report: dict) -> str:
         f"<h1>Aorta benchmark report</h1><p>Status: <b>{_esc(report['status'])}</b> &middot; "
         f"{report['cluster']['nodes']} nodes &middot; {len(report['per_rank_summary'])} ranks analysed &middot; "
         f"counting: {_esc(report['counting'])}</p>",
+        _why_html(report.get("diagnosis")),
         "<h2>Headline</h2><table><tr><th>avg iteration (ms)</th><th>std iteration (us)</th><th>compute ratio</th>"
         "<th>comm ratio</th><th>overlap ratio</th></tr><tr>"
         + "".join(f"<td>{_fmt(perf[k])}</td>" for k in HEADLINE)

@@ -81,6 +81,12 @@ options:
   duration_seconds:
     description: The run's duration, recorded in the report.
     type: float
+  diagnosis:
+    description:
+      - Why the run stopped, from M(aorta.cluster.run_diagnosis); recorded in the report and shown
+        first in report.html, as "Why it stopped", with the ranks behind, their frames and the
+        nodes' kernel-log trouble.
+    type: dict
 extends_documentation_fragment:
   - aorta.cluster._attributes
 attributes:
@@ -168,6 +174,7 @@ def main():
             "straggler_threshold": {"type": "float", "default": 0.1},
             "max_workers": {"type": "int"},
             "duration_seconds": {"type": "float"},
+            "diagnosis": {"type": "dict"},
         },
         supports_check_mode=True,
     )
@@ -186,6 +193,8 @@ def main():
             duration_seconds=p["duration_seconds"],
             summaries=p["summaries"],
         )
+        if p["diagnosis"]:
+            report["diagnosis"] = p["diagnosis"]
     except ReportError as exc:
         module.fail_json(msg=str(exc))
     result = {

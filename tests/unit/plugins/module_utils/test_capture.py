@@ -83,6 +83,20 @@ def test_capture_finds_the_rank_takes_its_stack_and_its_flight_recorder_dump(tmp
     assert "stuck_here" in names
 
 
+def test_a_dump_written_at_once_over_an_old_one_counts_and_ends_the_wait(tmp_path, rank_process):
+    """The rank may answer the poke within a millisecond: the old dump's time is read before it."""
+    old = tmp_path / "fr_rank5"
+    old.write_bytes(b"an earlier dump")
+    os.utime(old, (time.time() - 3600, time.time() - 3600))
+    proc = run_capture(tmp_path / "out", "", budget=20)
+    assert proc.returncode == 0, proc.stderr
+    record = json.loads((tmp_path / "out" / "capture.json").read_text())
+    assert record["ranks"]["5"]["flight_recorder"] == "dumped"
+    assert old.read_bytes() == b"dump of rank 5"
+    # It stopped waiting once the dump was there, not at the end of its budget.
+    assert record["ended_at"] - record["started_at"] < 10
+
+
 def test_capture_without_py_spy_still_asks_the_flight_recorder_and_says_so(tmp_path, rank_process):
     out = tmp_path / "diagnostics"
     proc = run_capture(out, "")

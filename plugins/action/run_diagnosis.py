@@ -1,0 +1,32 @@
+# Copyright (c) aorta.cluster contributors
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+"""The controller side of aorta.cluster.run_diagnosis (documented in plugins/modules/run_diagnosis.py)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ansible.plugins.action import ActionBase
+
+from ansible_collections.aorta.cluster.plugins.plugin_utils._diagnosis import diagnose_run
+
+
+class ActionModule(ActionBase):
+    TRANSFERS_FILES = False
+    _requires_connection = False
+
+    def run(self, tmp: Any = None, task_vars: dict[str, Any] | None = None) -> dict[str, Any]:
+        result = super().run(tmp, task_vars)
+        _, args = self.validate_argument_spec(
+            argument_spec={
+                "results_dir": {"type": "path", "required": True},
+                "status": {"type": "str", "required": True, "choices": ["COMPLETED", "FAILED", "TIMEOUT"]},
+                "nodes": {"type": "list", "elements": "dict", "required": True},
+                "nproc_per_node": {"type": "int", "required": True},
+            }
+        )
+        diagnosis = diagnose_run(args["results_dir"], args["status"], args["nodes"], max(1, args["nproc_per_node"]))
+        result.update(changed=False, diagnosis=diagnosis, msg=diagnosis["summary"])
+        return result
