@@ -27,6 +27,18 @@ class ActionModule(ActionBase):
                 "nproc_per_node": {"type": "int", "required": True},
             }
         )
-        diagnosis = diagnose_run(args["results_dir"], args["status"], args["nodes"], max(1, args["nproc_per_node"]))
+        try:
+            diagnosis = diagnose_run(args["results_dir"], args["status"], args["nodes"], max(1, args["nproc_per_node"]))
+        except Exception as exc:  # the diagnosis informs; a bug in it must not cost the run its run.json
+            diagnosis = {
+                "kind": "none",
+                "behind": [],
+                "waiting": "",
+                "method": "undetermined",
+                "evidence": [],
+                "node_errors": [],
+                "problems": [f"the diagnosis itself failed: {type(exc).__name__}: {exc}"],
+                "summary": f"{args['status']}: no diagnosis ({type(exc).__name__}: {exc})",
+            }
         result.update(changed=False, diagnosis=diagnosis, msg=diagnosis["summary"])
         return result

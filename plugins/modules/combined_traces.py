@@ -73,6 +73,9 @@ options:
       error:
         description: Why nothing could be collected from this node, if so.
         type: str
+      pull_msg:
+        description: What the transfer said, added to the node's error when its archive did not arrive.
+        type: str
 extends_documentation_fragment:
   - aorta.cluster._attributes
 attributes:
@@ -186,6 +189,13 @@ def collect_node(node, staging, run_command):
     except TraceError as exc:
         shutil.rmtree(target, ignore_errors=True)
         entry["error"] = str(exc)
+        return entry
+    except OSError as exc:  # the archive never arrived, or cannot be read: this node's loss, not the tree's
+        shutil.rmtree(target, ignore_errors=True)
+        if exc.errno == errno.ENOSPC:
+            raise
+        said = f" (the pull said: {node['pull_msg']})" if node.get("pull_msg") else ""
+        entry["error"] = f"archive {archive}: {exc.strerror}{said}"
         return entry
     if sorted(names) != sorted(expected):
         shutil.rmtree(target, ignore_errors=True)

@@ -5,6 +5,7 @@ fall-back from journalctl to dmesg to "not readable" (the runner is a stand-in f
 from __future__ import annotations
 
 import datetime
+from pathlib import Path
 
 import pytest
 
@@ -86,3 +87,10 @@ def test_a_flood_is_capped_and_the_rest_counted():
     text = "\n".join(f"{iso(1000 + i / 1000)} mce: Hardware Error {i}" for i in range(kl.MAX_LINES + 50))
     found = kl.scan(999, 1010, lambda argv, _t: (text, ""))
     assert len(found["lines"]) == kl.MAX_LINES and found["dropped"] == 50
+
+
+def test_the_documented_list_is_the_list():
+    doc = (Path(__file__).parents[4] / "docs" / "troubleshooting.md").read_text()
+    rows = [line for line in doc.splitlines() if line.startswith("| ") and "` |" in line]
+    documented = [(r.split(" | ")[0][2:], r.split("`")[1].replace("\\|", "|")) for r in rows]
+    assert documented == list(kl.PATTERNS)

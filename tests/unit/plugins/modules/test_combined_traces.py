@@ -155,6 +155,23 @@ def test_damaged_or_tampered_archives_are_refused_per_node(tmp_path, capsys):
     assert out["missing_ranks"] == [0, 1]
 
 
+def test_an_archive_that_never_arrived_is_that_nodes_loss_and_the_others_are_kept(tmp_path, capsys):
+    """A pull that failed without an exit code (failed_when: false hides it) once listed an archive
+    that was not there: the whole tree failed and, with every host failed, run.json was never written."""
+    a = pack_node(tmp_path, "a", [0], 2, capsys, "gzip")
+    b = pack_node(tmp_path, "b", [1], 2, capsys, "gzip")
+    os.unlink(a["archive"])
+    nodes = [node(0, "a", a, pull_msg="Connection reset by peer"), node(1, "b", b)]
+    dest = tmp_path / "combined_traces"
+    code, out = run(combined_traces, {"dest": str(dest), "run_id": "r4", "expected_ranks": 2, "nodes": nodes}, capsys)
+    assert code == 0, out
+    lost, kept = out["manifest"]["nodes"]
+    assert not lost["collected"] and "No such file or directory" in lost["error"]
+    assert "the pull said: Connection reset by peer" in lost["error"]
+    assert kept["collected"] and (dest / "node_1").is_dir()
+    assert out["missing_ranks"] == [0] and out["manifest"]["nodes_not_collected"] == ["a"]
+
+
 def test_archive_with_escaping_paths_is_refused(tmp_path, capsys):
     evil = tmp_path / "evil.tar"
     (tmp_path / "f").write_text("x")
