@@ -63,6 +63,8 @@ class Cluster:
         started = time.monotonic()
         proc = self.playbook("-e", json.dumps({"aorta_results_dir": str(results), **extra_vars}), inventory=inventory)
         elapsed = time.monotonic() - started
+        # Kept beside the results (pytest keeps the last runs' tmp_path): a failure seen once is a bug.
+        (tmp_path / f"{results.name}.ansible.log").write_text(proc.stdout + "\n--- stderr ---\n" + proc.stderr)
         run_json = results / "run.json"
         return proc, json.loads(run_json.read_text()) if run_json.exists() else None, results, elapsed
 
