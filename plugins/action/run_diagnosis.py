@@ -19,14 +19,14 @@ class ActionModule(ActionBase):
 
     def run(self, tmp: Any = None, task_vars: dict[str, Any] | None = None) -> dict[str, Any]:
         result = super().run(tmp, task_vars)
-        _, args = self.validate_argument_spec(
+        args = self.validate_argument_spec(
             argument_spec={
                 "results_dir": {"type": "path", "required": True},
                 "status": {"type": "str", "required": True, "choices": ["COMPLETED", "FAILED", "TIMEOUT"]},
                 "nodes": {"type": "list", "elements": "dict", "required": True},
                 "nproc_per_node": {"type": "int", "required": True},
             }
-        )
+        )[1]
         try:
             diagnosis = diagnose_run(args["results_dir"], args["status"], args["nodes"], max(1, args["nproc_per_node"]))
         except Exception as exc:  # the diagnosis informs; a bug in it must not cost the run its run.json

@@ -43,8 +43,10 @@ def match(line):
 
 
 def _run(argv, timeout):
+    # Called by the supervisor long after the module's arguments were read, with a timeout:
+    # AnsibleModule.run_command has none, and a stuck journalctl must not hold the node's cleanup.
     try:
-        proc = subprocess.run(argv, capture_output=True, timeout=timeout, check=False)
+        proc = subprocess.run(argv, capture_output=True, timeout=timeout, check=False)  # pylint: disable=ansible-bad-function
     except (OSError, subprocess.TimeoutExpired) as exc:
         return None, str(exc)
     if proc.returncode != 0:
@@ -69,7 +71,7 @@ def _iso_epoch(stamp):
 def _lines(text, start, end, filtered):
     """(epoch, line) pairs of the window, from ``<ISO stamp> <rest>`` lines."""
     for line in text.splitlines():
-        stamp, _, rest = line.partition(" ")
+        stamp, _sep, rest = line.partition(" ")
         at = _iso_epoch(stamp)
         if at is None:
             continue

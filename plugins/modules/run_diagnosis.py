@@ -72,10 +72,10 @@ EXAMPLES = r"""
 RETURN = r"""
 diagnosis:
   description:
-    - C(kind) (V(hang), V(failure) or V(none)), C(behind) (per rank C(rank), C(node), C(frame), and
+    - "C(kind) (V(hang), V(failure) or V(none)), C(behind) (per rank C(rank), C(node), C(frame), and
       C(last_op), C(seq), C(stuck_in) for a hang or C(exception), C(message) for a failure),
-      C(waiting) (V(ranks 0, 2, 3 in gloo:broadcast #5)), C(method), C(evidence) (paths under the
-      results directory), C(problems), C(node_errors), C(capture), C(summary) (one line).
+      C(waiting) (for example V(ranks 0, 2, 3 in gloo:broadcast #5)), C(method), C(evidence) (paths
+      under the results directory), C(problems), C(node_errors), C(capture), C(summary) (one line)."
   returned: always
   type: dict
 """
