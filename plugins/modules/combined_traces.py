@@ -76,6 +76,9 @@ options:
       pull_msg:
         description: What the transfer said, added to the node's error when its archive did not arrive.
         type: str
+      pull_attempts:
+        description: How many times the archive was pulled (more than 1 after a transient failure); kept in the manifest.
+        type: int
 extends_documentation_fragment:
   - aorta.cluster._attributes
 attributes:
@@ -126,7 +129,7 @@ manifest:
     nodes:
       description:
         - Per node, its rank, name, addresses, state, whether it was collected, the error, and
-          every file with size, sha256 and the ranks read from it.
+          every file with size, sha256 and the ranks read from it; C(pull_attempts), how many pulls it took.
       type: list
       elements: dict
 missing_ranks:
@@ -173,6 +176,8 @@ def collect_node(node, staging, run_command):
         "error": node.get("error") or None,
         "files": [],
     }
+    if node.get("pull_attempts"):
+        entry["pull_attempts"] = int(node["pull_attempts"])
     expected = {f["path"]: f for f in node.get("files") or []}
     archive = node.get("archive")
     if entry["error"] or not archive:
