@@ -77,7 +77,7 @@ options:
         description: What the transfer said, added to the node's error when its archive did not arrive.
         type: str
       pull_attempts:
-        description: How many times the archive was pulled (more than 1 after a transient failure); kept in the manifest.
+        description: How many pulls the archive took (more than 1 after a transient failure); kept in the manifest.
         type: int
 extends_documentation_fragment:
   - aorta.cluster._attributes
