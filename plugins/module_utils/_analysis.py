@@ -10,8 +10,12 @@ needs them) when it is installed, which decodes faster than orjson builds a full
 ``gpu_timeline`` follows TraceLens' definitions: GPU events are ``kernel``, ``gpu_memcpy`` and
 ``gpu_memset``; by default only those a launch links to (a ``cuda_runtime``/``cuda_driver`` event
 with the same ``correlation``, an ``ac2g`` flow start with that id and its flow end at the GPU
-event's pid/tid); ``nccl`` in a kernel name means communication, memcpy is memcpy, every other
-kernel and memset is computation; times are lengths of interval unions.
+event's pid/tid), and every GPU event carrying the correlation of a graph launch
+(``cudaGraphLaunch``/``hipGraphLaunch``: one launch replays many kernels, no flow of their own);
+a kernel whose name contains ``nccl``, ``rccl`` or ``cross_device_reduce`` is communication,
+``gpu_memcpy`` and the kernels ROCm 7.1 names for copies (``MEMORY_COPY_*``,
+``__amd_rocclr_copyBuffer*``) are memcpy, every other kernel (``__amd_rocclr_fillBuffer*`` too)
+and memset is computation; times are lengths of interval unions.
 """
 
 from __future__ import annotations
@@ -29,6 +33,9 @@ except ImportError:  # pragma: no cover - exercised on nodes without msgspec
 
 GPU_CATS = ("kernel", "gpu_memcpy", "gpu_memset")
 LAUNCH_CATS = ("cuda_runtime", "cuda_driver")
+GRAPH_LAUNCHES = frozenset(("cudaGraphLaunch", "hipGraphLaunch"))
+COMM_KERNEL_MARKS = ("nccl", "rccl", "cross_device_reduce")  # substrings, as TraceLens matches them
+MEMCPY_KERNEL_PREFIXES = ("MEMORY_COPY_", "__amd_rocclr_copyBuffer")
 TIMELINE_ROWS = (
     "computation_time",
     "exposed_comm_time",
@@ -274,7 +281,7 @@ def _stats(values) -> dict:
 def analyse(path: str, include_unlinked_kernels: bool = False) -> dict:
     """Metrics of one trace file (times in milliseconds)."""
     events, dist_info, _devices = load(path)
-    launch_corr, flow_start, flow_end, gpu = set(), set(), {}, []
+    launch_corr, graph_corr, flow_start, flow_end, gpu = set(), set(), set(), {}, []
     steps, cpu_comm, cpu_ops = [], [], []
     # The hot loop over every event: bound methods and sets, no attribute lookups it can avoid.
     gpu_cats, launch_cats, cpu_cats = (
@@ -303,6 +310,8 @@ def analyse(path: str, include_unlinked_kernels: bool = False) -> dict:
                 corr = _args(event).get("correlation")
                 if corr is not None:
                     launch_corr.add(corr)
+                    if _name(event) in GRAPH_LAUNCHES:
+                        graph_corr.add(corr)
         elif cat == "ac2g":
             if event.ph == "s":
                 flow_start.add(event.id)
@@ -313,15 +322,18 @@ def analyse(path: str, include_unlinked_kernels: bool = False) -> dict:
     for event in gpu:
         if not include_unlinked_kernels:
             corr = _args(event).get("correlation")
-            if corr not in launch_corr or corr not in flow_start or flow_end.get(corr) != (event.pid, event.tid):
+            linked = corr in graph_corr or (
+                corr in launch_corr and corr in flow_start and flow_end.get(corr) == (event.pid, event.tid)
+            )
+            if not linked:
                 continue
         span = (event.ts, event.ts + event.dur)
-        if event.cat == "gpu_memcpy":
+        name = _name(event)
+        if event.cat == "gpu_memcpy" or (event.cat == "kernel" and name.startswith(MEMCPY_KERNEL_PREFIXES)):
             memcpy.append(span)
             categories["memcpy"] = categories.get("memcpy", 0.0) + event.dur
             continue
-        name = _name(event)
-        if event.cat == "kernel" and "nccl" in name.lower():
+        if event.cat == "kernel" and any(mark in name for mark in COMM_KERNEL_MARKS):
             comm.append(span)
             args = _args(event)
             key = args.get("Collective name") or name.split("(")[0]

@@ -46,6 +46,74 @@ def test_gpu_timeline_matches_tracelens(shared_dir, name, unlinked, table):
         assert close(timeline[row], want), f"{row}: {timeline[row]} vs TraceLens {want}"
 
 
+def union_ms(spans):
+    """Length of a union of (start, end) microsecond spans, in ms: the test's own merge."""
+    total, end = 0.0, None
+    for start, stop in sorted(spans):
+        if end is None or start > end:
+            total += stop - start
+            end = stop
+        elif stop > end:
+            total += stop - end
+            end = stop
+    return total / 1000.0
+
+
+def test_a_graph_launch_counts_every_kernel_it_replays_without_flows_of_their_own(shared_dir):
+    """sglang decode on MI300X: one hipGraphLaunch replays 544 kernels sharing its correlation."""
+    path = shared_dir / "fixtures" / "traces" / "set2" / "sglang-qwen3-8b-decode.json.gz"
+    events = json.loads(gzip.decompress(path.read_bytes()))["traceEvents"]
+    launches = [
+        e for e in events if e.get("name") == "hipGraphLaunch" and e.get("cat") in ("cuda_runtime", "cuda_driver")
+    ]
+    graph = {e["args"]["correlation"] for e in launches}
+    replayed = [e for e in events if e.get("cat") == "kernel" and e.get("args", {}).get("correlation") in graph]
+    starts = {e["id"] for e in events if e.get("cat") == "ac2g" and e.get("ph") == "s"}
+    assert len(replayed) == 544 and not graph & starts  # no flow of their own
+    ends = {e["id"]: (e["pid"], e["tid"]) for e in events if e.get("cat") == "ac2g" and e.get("ph") == "f"}
+    launched = {
+        e["args"]["correlation"]
+        for e in events
+        if e.get("cat") in ("cuda_runtime", "cuda_driver") and "correlation" in e.get("args", {})
+    }
+    flowed = [
+        e
+        for e in events
+        if e.get("cat") in ("kernel", "gpu_memset")
+        and (c := e.get("args", {}).get("correlation")) in launched
+        and c in starts
+        and ends.get(c) == (e["pid"], e["tid"])
+    ]
+    compute = [(e["ts"], e["ts"] + e["dur"]) for e in replayed + flowed]
+    result = _analysis.analyse(str(path))
+    assert result["gpu_timeline"]["computation_time"] == pytest.approx(union_ms(compute), rel=1e-9)
+    # TraceLens' default mode counts 9.760 ms here (issue 14); without the graph's kernels, 0.109.
+    assert result["gpu_timeline"]["computation_time"] == pytest.approx(9.760, rel=0.005)
+
+
+def test_tracelens_kernel_classes_for_amd_names(tmp_path):
+    names = {
+        "MEMORY_COPY_HOST_TO_DEVICE": "memcpy",
+        "__amd_rocclr_copyBuffer.kd": "memcpy",
+        "__amd_rocclr_copyBufferRectAligned.kd": "memcpy",
+        "__amd_rocclr_fillBufferAligned.kd": "computation",
+        "triton_per_fused__to_copy_sum_2.kd": "computation",
+        "void sglang::cross_device_reduce_1stage<__half, 8>": "communication",
+        "rcclGenericKernel": "communication",
+        "ncclDevKernel_AllReduce_Sum_f32_RING_LL": "communication",
+    }
+    events = []
+    for i, name in enumerate(names):  # one kernel each, 10 us, apart: each class's time is 10 us per kernel
+        events.append({"ph": "X", "cat": "kernel", "name": name, "ts": i * 100, "dur": 10, "pid": 0, "tid": 7})
+    path = tmp_path / "amd.json"
+    path.write_text(json.dumps({"traceEvents": events}))
+    timeline = _analysis.analyse(str(path), include_unlinked_kernels=True)["gpu_timeline"]
+    expected = {kind: 0.01 * list(names.values()).count(kind) for kind in ("memcpy", "computation", "communication")}
+    assert timeline["total_memcpy_time"] == pytest.approx(expected["memcpy"])
+    assert timeline["computation_time"] == pytest.approx(expected["computation"])
+    assert timeline["total_comm_time"] == pytest.approx(expected["communication"])
+
+
 def test_standard_library_alone_gives_the_same_figures(shared_dir, monkeypatch):
     """Nodes without msgspec decode with json; the figures must not change."""
     path = str(shared_dir / "fixtures" / "traces" / "mi300" / "resnet-act-checkpoint.json.gz")
