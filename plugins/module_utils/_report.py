@@ -203,7 +203,11 @@ def build_report(
         seen.add(s["rank"])
         # Summaries made on the nodes carry their node; files read here get it from the tree.
         ranks.append(_rank_row(s, s.get("node") or _node_of(s["file"], traces_dir, names), traces_dir))
-    world = expected_ranks or max([s.get("world_size") or 0 for s in summaries if "error" not in s] + [0])
+    if not ranks and len(unranked) == 1 and not expected_ranks:
+        # One trace without distributedInfo (TraceLens' most common input) is one rank of a
+        # one-process run: rank 0 of 1, not a failed report. Several are not guessed into ranks.
+        ranks, seen = [dict(unranked.pop(), rank=0, single_process=True)], {0}
+    world = expected_ranks or max([s.get("world_size") or 0 for s in summaries if "error" not in s] + [len(ranks)])
     missing = [r for r in range(world) if r not in seen]
     nodes = sorted({r["node"] for r in ranks})
     iteration_means = [r["iteration_time_ms"] for r in ranks if r["iteration_time_ms"] is not None]

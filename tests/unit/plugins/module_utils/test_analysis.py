@@ -299,6 +299,20 @@ def test_plain_folder_without_manifest_uses_directories(tmp_path, shared_dir):
     assert report["unranked_traces"][0]["gpu_timeline"]["total_time"] == pytest.approx(33.13133, rel=1e-3)
 
 
+def test_one_trace_without_distributed_info_is_a_one_process_run_not_a_failure(tmp_path, shared_dir):
+    folder = tmp_path / "single"
+    folder.mkdir()
+    name = "mi300/qwen1.5-0.5b-chat.json.gz"
+    (folder / "trace.json.gz").write_bytes((shared_dir / "fixtures" / "traces" / name).read_bytes())
+    report = _report.build_report(str(folder), expected_results={"max_avg_iteration_ms": 1e9})
+    assert report["status"] == "completed" and report["missing_ranks"] == [] and report["unranked_traces"] == []
+    (row,) = report["per_rank_summary"]
+    assert row["rank"] == 0 and row["single_process"] is True
+    assert row["gpu_timeline"]["total_time"] == pytest.approx(LINKED[name][5], rel=1e-3)
+    assert report["performance"]["avg_compute_ratio"] == row["compute_ratio"] is not None
+    assert all(c["passed"] or "no value" not in c["reason"] for c in report["validation"]["checks"])
+
+
 def test_report_from_node_summaries_needs_no_trace_here(tmp_path):
     root = combined_tree(tmp_path, [50, 50, 90, 50], bad_file=False)
     summaries = []
