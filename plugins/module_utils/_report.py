@@ -9,9 +9,11 @@ Private to this collection. Standard library only, except the plots (matplotlib,
 from __future__ import annotations
 
 import base64
+import contextlib
 import csv
 import io
 import json
+import math
 import os
 import re
 import statistics
@@ -20,6 +22,13 @@ from concurrent.futures import ProcessPoolExecutor
 from ansible_collections.aorta.cluster.plugins.module_utils._analysis import TIMELINE_ROWS, find_traces, safe_analyse
 
 THRESHOLDS = ("max_avg_iteration_ms", "min_compute_ratio", "min_overlap_ratio", "max_time_variance_ratio")
+# What each threshold may be, as CVS accepts them: (low, high, whether low itself is allowed).
+THRESHOLD_RANGES = {
+    "max_avg_iteration_ms": (0.0, math.inf, False),
+    "min_compute_ratio": (0.0, 1.0, True),
+    "min_overlap_ratio": (0.0, 1.0, True),
+    "max_time_variance_ratio": (0.0, math.inf, True),
+}
 _NODE_DIR = re.compile(r"(?:^|/)(node_\d+)/")
 
 
@@ -112,14 +121,40 @@ def _threshold_limit(name, raw):
     answer means the check is not wanted."""
     if raw is None or (isinstance(raw, str) and not raw.strip()):
         return None
+    value = None
     if isinstance(raw, (int, float)) and not isinstance(raw, bool):
-        return raw
-    if isinstance(raw, str):
+        value = raw
+    elif isinstance(raw, str):
+        with contextlib.suppress(ValueError):
+            value = float(raw)
+    if value is None:
+        raise ReportError(f"aorta_expected_results: {name}: {raw!r} is not a number")
+    low, high, low_ok = THRESHOLD_RANGES.get(name, (-math.inf, math.inf, True))
+    if not math.isfinite(value) or value > high or value < low or (value == low and not low_ok):
+        where = f"from {low:g}" if low_ok else f"above {low:g}"
+        upto = f" to {high:g}" if math.isfinite(high) else ""
+        raise ReportError(f"aorta_expected_results: {name}: {raw!r} must be a number {where}{upto}")
+    return value
+
+
+def threshold_problems(expected) -> list:
+    """Each bad threshold of ``expected`` as one line naming it (for checks before the launch)."""
+    if expected in (None, ""):
+        return []
+    if not isinstance(expected, dict):
+        return ["aorta_expected_results: must be a mapping of threshold names to numbers"]
+    problems = []
+    unknown = sorted(set(expected) - set(THRESHOLDS))
+    if unknown:
+        problems.append(
+            f"aorta_expected_results: unknown threshold {', '.join(unknown)}; known: {', '.join(THRESHOLDS)}"
+        )
+    for name in THRESHOLDS:
         try:
-            return float(raw)
-        except ValueError:
-            pass
-    raise ReportError(f"aorta_expected_results: {name}: {raw!r} is not a number")
+            _threshold_limit(name, expected.get(name))
+        except ReportError as exc:
+            problems.append(str(exc))
+    return problems
 
 
 def check_thresholds(performance: dict, expected: dict) -> list:

@@ -17,6 +17,8 @@ import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from ansible_collections.aorta.cluster.plugins.module_utils._report import threshold_problems
+
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _OVERRIDE_KEY = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.\-]*$")
 
@@ -110,6 +112,8 @@ RULES: dict[str, Callable[[Any], str | None]] = {
     "aorta_extra_env": _env_names,
     "aorta_environment": _env_names,
     "aorta_training_overrides": _override_keys,
+    # CVS's expected_results: known names, finite numbers in range (ratios 0..1); lines name the key.
+    "aorta_expected_results": lambda value: "; ".join(threshold_problems(value)) or None,
 }
 
 
@@ -123,7 +127,9 @@ def check(values: Mapping[str, Any]) -> list[str]:
             problem = rule(values[name])
         except ValueError as exc:
             problem = str(exc)
-        if problem:
+        if problem and name == "aorta_expected_results":
+            errors.append(problem)  # each line already names the threshold and its value
+        elif problem:
             errors.append(f"{name}: {values[name]!r} {problem}")
     start, end = values.get("aorta_port_range_start"), values.get("aorta_port_range_end")
     try:

@@ -62,3 +62,26 @@ def test_port_range_upside_down_is_named():
     assert check({"aorta_port_range_start": 31000, "aorta_port_range_end": 30000}) == [
         "aorta_port_range_start: 31000 is above aorta_port_range_end 30000"
     ]
+
+
+@pytest.mark.parametrize(
+    "name,value,words",
+    [
+        ("min_compute_ratio", 1.1, "from 0 to 1"),
+        ("min_overlap_ratio", -0.1, "from 0 to 1"),
+        ("max_avg_iteration_ms", float("nan"), "above 0"),
+        ("max_avg_iteration_ms", 0, "above 0"),
+        ("max_time_variance_ratio", "lots", "is not a number"),
+    ],
+)
+def test_bad_thresholds_are_named_with_their_key_before_the_launch(name, value, words):
+    errors = check({"aorta_expected_results": {"min_compute_ratio": 0.5, name: value}})
+    assert len(errors) == 1
+    assert errors[0].startswith(f"aorta_expected_results: {name}: {value!r} ") and words in errors[0]
+
+
+def test_cvs_default_thresholds_pass_and_an_unknown_one_is_named():
+    cvs = {"max_avg_iteration_ms": 12000, "min_compute_ratio": 0.01, "min_overlap_ratio": 0.0}
+    assert check({"aorta_expected_results": dict(cvs, max_time_variance_ratio="0.5")}) == []
+    (error,) = check({"aorta_expected_results": dict(cvs, max_avg_iteration=5)})
+    assert "unknown threshold max_avg_iteration" in error
