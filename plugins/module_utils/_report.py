@@ -17,8 +17,10 @@ import math
 import os
 import re
 import statistics
+import sys
 from concurrent.futures import ProcessPoolExecutor
 
+from ansible_collections.aorta.cluster.plugins.module_utils import _analysis
 from ansible_collections.aorta.cluster.plugins.module_utils._analysis import TIMELINE_ROWS, find_traces, safe_analyse
 
 THRESHOLDS = ("max_avg_iteration_ms", "min_compute_ratio", "min_overlap_ratio", "max_time_variance_ratio")
@@ -470,6 +472,7 @@ def render_html(report: dict) -> str:
         f"{report['cluster']['nodes']} nodes &middot; {len(report['per_rank_summary'])} ranks analysed &middot; "
         f"counting: {_esc(report['counting'])}</p>",
         _why_html(report.get("diagnosis")),
+        "".join(f"<p class='bad'>{_esc(note)}</p>" for note in (report.get("tools") or {}).get("notes", [])),
         "<h2>Headline</h2><table><tr><th>avg iteration (ms)</th><th>std iteration (us)</th><th>compute ratio</th>"
         "<th>comm ratio</th><th>overlap ratio</th></tr><tr>"
         + "".join(f"<td>{_fmt(perf[k])}</td>" for k in HEADLINE)
@@ -509,3 +512,82 @@ def render_html(report: dict) -> str:
         parts.append("<tr>" + "".join(f"<td>{_fmt(r[c])}</td>" for c in CSV_COLUMNS) + "</tr>")
     parts.append("</table></body></html>\n")
     return "".join(parts)
+
+
+# The task's options, shared by the trace_parse module and its action plugin (which runs the same
+# work in the controller's own Python, whatever the hosts' ansible_python_interpreter).
+TASK_ARGUMENT_SPEC = {
+    "traces_dir": {"type": "path", "required": True},
+    "summaries": {"type": "list", "elements": "dict"},
+    "report_dir": {"type": "path", "required": True},
+    "include_unlinked_kernels": {"type": "bool", "default": False},
+    "expected_results": {"type": "dict", "default": {}},
+    "fail_on_threshold": {"type": "bool", "default": False},
+    "gpus_per_node": {"type": "int"},
+    "expected_ranks": {"type": "int"},
+    "configuration": {"type": "dict", "default": {}},
+    "straggler_threshold": {"type": "float", "default": 0.1},
+    "max_workers": {"type": "int"},
+    "duration_seconds": {"type": "float"},
+    "diagnosis": {"type": "dict"},
+}
+
+
+def run_task(p: dict, check_mode: bool = False) -> tuple:
+    """The trace_parse task: (result, failure message or '')."""
+    expected = {k: v for k, v in (p["expected_results"] or {}).items() if v is not None}
+    try:
+        report = build_report(
+            p["traces_dir"],
+            include_unlinked_kernels=p["include_unlinked_kernels"],
+            expected_results=expected,
+            gpus_per_node=p["gpus_per_node"],
+            configuration=p["configuration"],
+            max_workers=p["max_workers"],
+            straggler_threshold=p["straggler_threshold"],
+            expected_ranks=p["expected_ranks"],
+            duration_seconds=p["duration_seconds"],
+            summaries=p["summaries"],
+        )
+    except ReportError as exc:
+        return {"changed": False}, str(exc)
+    if p.get("diagnosis"):
+        report["diagnosis"] = p["diagnosis"]
+    report["tools"] = tool_notes()
+    result = {
+        "changed": not check_mode,
+        "status": report["status"],
+        "performance": report["performance"],
+        "stragglers": report["stragglers"],
+        "slow_nodes": report["slow_nodes"],
+        "validation": report["validation"],
+        "missing_ranks": report["missing_ranks"],
+        "errors": report["errors"],
+        "tools": report["tools"],
+    }
+    if not check_mode:
+        try:
+            result.update(write_outputs(report, p["report_dir"]))
+        except OSError as exc:
+            return result, f"cannot write the report into {p['report_dir']}: {exc.strerror}"
+    if p["fail_on_threshold"] and not report["validation"]["passed"]:
+        failed = [c["reason"] for c in report["validation"]["checks"] if not c["passed"]]
+        return result, "thresholds not met: " + "; ".join(failed)
+    return result, ""
+
+
+def tool_notes() -> dict:
+    """What this Python has for the report: plots (matplotlib) and the fast decoder (msgspec)."""
+    try:
+        import matplotlib  # noqa: F401, PLC0415 - optional, controller only
+
+        plots = True
+    except ImportError:
+        plots = False
+    fast = _analysis.msgspec is not None
+    notes = []
+    if not plots:
+        notes.append("no plots: matplotlib is not installed in the controller's Python (pip install matplotlib)")
+    if not fast:
+        notes.append("slow decoding: msgspec is not installed in the controller's Python (pip install msgspec)")
+    return {"python": sys.executable, "plots": plots, "fast_decoder": fast, "notes": notes}

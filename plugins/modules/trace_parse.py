@@ -95,6 +95,12 @@ attributes:
     details: Analyses and returns the report but writes no file.
   diff_mode:
     support: none
+  action:
+    description:
+      - An action plugin of the same name runs the analysis in the controller's own Python, whatever
+        the hosts' C(ansible_python_interpreter); the result's C(tools) and report.html say when
+        plots (matplotlib) or the fast decoder (msgspec) are missing there.
+    support: full
 requirements:
   - msgspec (optional, faster decoding)
   - matplotlib (optional, for the plots in report.html)
@@ -152,69 +158,24 @@ errors:
   returned: always
   type: list
   elements: dict
+tools:
+  description:
+    - The Python that analysed (C(python)), whether it had C(plots) and the C(fast_decoder), and
+      C(notes) saying what is missing.
+  returned: success
+  type: dict
 """
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.aorta.cluster.plugins.module_utils._report import ReportError, build_report, write_outputs
+from ansible_collections.aorta.cluster.plugins.module_utils._report import TASK_ARGUMENT_SPEC, run_task
 
 
 def main():
-    module = AnsibleModule(
-        argument_spec={
-            "traces_dir": {"type": "path", "required": True},
-            "summaries": {"type": "list", "elements": "dict"},
-            "report_dir": {"type": "path", "required": True},
-            "include_unlinked_kernels": {"type": "bool", "default": False},
-            "expected_results": {"type": "dict", "default": {}},
-            "fail_on_threshold": {"type": "bool", "default": False},
-            "gpus_per_node": {"type": "int"},
-            "expected_ranks": {"type": "int"},
-            "configuration": {"type": "dict", "default": {}},
-            "straggler_threshold": {"type": "float", "default": 0.1},
-            "max_workers": {"type": "int"},
-            "duration_seconds": {"type": "float"},
-            "diagnosis": {"type": "dict"},
-        },
-        supports_check_mode=True,
-    )
-    p = module.params
-    expected = {k: v for k, v in (p["expected_results"] or {}).items() if v is not None}
-    try:
-        report = build_report(
-            p["traces_dir"],
-            include_unlinked_kernels=p["include_unlinked_kernels"],
-            expected_results=expected,
-            gpus_per_node=p["gpus_per_node"],
-            configuration=p["configuration"],
-            max_workers=p["max_workers"],
-            straggler_threshold=p["straggler_threshold"],
-            expected_ranks=p["expected_ranks"],
-            duration_seconds=p["duration_seconds"],
-            summaries=p["summaries"],
-        )
-        if p["diagnosis"]:
-            report["diagnosis"] = p["diagnosis"]
-    except ReportError as exc:
-        module.fail_json(msg=str(exc))
-    result = {
-        "changed": not module.check_mode,
-        "status": report["status"],
-        "performance": report["performance"],
-        "stragglers": report["stragglers"],
-        "slow_nodes": report["slow_nodes"],
-        "validation": report["validation"],
-        "missing_ranks": report["missing_ranks"],
-        "errors": report["errors"],
-    }
-    if not module.check_mode:
-        try:
-            result.update(write_outputs(report, p["report_dir"]))
-        except OSError as exc:
-            module.fail_json(msg=f"cannot write the report into {p['report_dir']}: {exc.strerror}", **result)
-    if p["fail_on_threshold"] and not report["validation"]["passed"]:
-        failed = [c["reason"] for c in report["validation"]["checks"] if not c["passed"]]
-        module.fail_json(msg="thresholds not met: " + "; ".join(failed), **result)
+    module = AnsibleModule(argument_spec=TASK_ARGUMENT_SPEC, supports_check_mode=True)
+    result, failure = run_task(module.params, module.check_mode)
+    if failure:
+        module.fail_json(msg=failure, **result)
     module.exit_json(**result)
 
 

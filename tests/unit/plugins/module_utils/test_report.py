@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 from ansible_collections.aorta.cluster.plugins.module_utils import _report
@@ -30,3 +31,14 @@ def test_a_completed_run_without_trouble_has_no_why_section(tmp_path):
     report = _report.build_report(str(tmp_path))
     report["diagnosis"] = diagnose_run(str(tmp_path), "COMPLETED", [{"name": "n0"}], 1)
     assert "Why it stopped" not in _report.render_html(report)
+
+
+def test_a_python_without_matplotlib_or_msgspec_is_said_in_the_report(tmp_path, monkeypatch):
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # import fails as if not installed
+    monkeypatch.setattr(_report._analysis, "msgspec", None)
+    tools = _report.tool_notes()
+    assert tools["plots"] is False and tools["fast_decoder"] is False
+    report = _report.build_report(str(tmp_path))
+    report["tools"] = tools
+    html = _report.render_html(report)
+    assert "no plots: matplotlib is not installed" in html and "slow decoding: msgspec" in html
