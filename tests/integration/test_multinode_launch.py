@@ -1,5 +1,6 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""aorta_multinode.yml on the stand-in cluster: success, failure, unreachable, injection (timeouts: test_diagnosis).
+"""aorta_multinode.yml on the stand-in cluster: success, failure, unreachable, injection
+(a timeout: test_hang_diagnosis.py).
 
 Each test runs the real playbook over SSH against Docker-in-Docker nodes running real torchrun.
 """

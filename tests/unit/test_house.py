@@ -27,3 +27,12 @@ def test_roles_claim_the_versions_the_collection_requires():
     minimum = re.match(r">=\s*(\d+\.\d+)", required).group(1)
     for meta in (REPO / "roles").glob("*/meta/main.yml"):
         assert yaml.safe_load(meta.read_text())["galaxy_info"]["min_ansible_version"] == minimum, meta
+
+
+def test_no_two_test_files_share_a_basename():
+    """pytest imports test files by basename (rootdir-relative packages aside): a second
+    test_diagnosis.py under tests/integration stopped the whole CI collection once."""
+    seen: dict = {}
+    for path in sorted((REPO / "tests").rglob("test_*.py")):
+        seen.setdefault(path.name, []).append(str(path.relative_to(REPO)))
+    assert {name: paths for name, paths in seen.items() if len(paths) > 1} == {}

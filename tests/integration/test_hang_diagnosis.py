@@ -19,9 +19,9 @@ TRAIN = Path(__file__).parents[2] / "tests" / "standin" / "workload" / "train.py
 # host's kernel, so a line written to /dev/kmsg would show in every node's dmesg (and the host's).
 # journalctl is the reader's first choice, so a journalctl on PATH that prints one planted kernel
 # line is what this node's log "says"; the other nodes read their real dmesg.
-PLANTED = "amdgpu 0000:c1:00.0: amdgpu: GPU reset begin! (planted by test_diagnosis)"
+PLANTED = "amdgpu 0000:c1:00.0: amdgpu: GPU reset begin! (planted by test_hang_diagnosis)"
 SHIM = f"""#!/bin/sh
-# test double installed by tests/integration/test_diagnosis.py; removed after the test
+# test double installed by tests/integration/test_hang_diagnosis.py; removed after the test
 echo "$(date -u +%Y-%m-%dT%H:%M:%S.000000+0000) $(hostname) kernel: {PLANTED}"
 """
 
