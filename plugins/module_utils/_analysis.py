@@ -20,6 +20,7 @@ and memset is computation; times are lengths of interval unions.
 
 from __future__ import annotations
 
+import bisect
 import gzip
 import json
 import os
@@ -282,7 +283,7 @@ def analyse(path: str, include_unlinked_kernels: bool = False) -> dict:
     """Metrics of one trace file (times in milliseconds)."""
     events, dist_info, _devices = load(path)
     launch_corr, graph_corr, flow_start, flow_end, gpu = set(), set(), set(), {}, []
-    steps, cpu_comm, cpu_ops = [], [], []
+    steps, step_numbers, cpu_comm, cpu_ops, collectives_cpu = [], {}, [], [], []
     # The hot loop over every event: bound methods and sets, no attribute lookups it can avoid.
     gpu_cats, launch_cats, cpu_cats = (
         frozenset(GPU_CATS),
@@ -298,8 +299,11 @@ def analyse(path: str, include_unlinked_kernels: bool = False) -> dict:
                 span = (event.ts, event.ts + event.dur)
                 if cat == "user_annotation" and step_match(name):
                     steps.append(span)
+                    step_numbers[span] = int(name[len("ProfilerStep#") :])
                 elif comm_match(name):
                     cpu_comm.append(span)
+                    if name.startswith(("gloo:", "nccl:")):  # one per collective (c10d:: ops nest inside)
+                        collectives_cpu.append(span)
                 else:  # aten ops and record_function ranges (forward, optimizer step, ...)
                     cpu_ops.append(span)
             elif cat in gpu_cats:
@@ -362,8 +366,39 @@ def analyse(path: str, include_unlinked_kernels: bool = False) -> dict:
 
     step_durations = [(end - start) / 1000.0 for start, end in sorted(steps)]
     result["iterations"] = _stats(step_durations)
+    result.update(_per_step_evidence(result, steps, step_numbers, comp, comm, cpu_ops, cpu_comm, collectives_cpu))
     result.update(_cpu_or_gpu_ratios(result, steps, cpu_comm, cpu_ops))
     return result
+
+
+def _length_within(merged, starts, low, high) -> float:
+    """Length of sorted, merged ``merged`` (``starts`` its start points) inside [low, high]."""
+    total = 0.0
+    i = max(bisect.bisect_right(starts, low) - 1, 0)
+    while i < len(merged) and merged[i][0] < high:
+        start, end = merged[i]
+        total += max(0.0, min(end, high) - max(start, low))
+        i += 1
+    return total
+
+
+EVIDENCE_MAX = 4096  # per trace: enough steps and collectives for a test, bounded for summaries
+
+
+def _per_step_evidence(result, steps, step_numbers, comp, comm, cpu_ops, cpu_comm, collectives_cpu) -> dict:
+    """What the straggler test compares across ranks: the computation inside each profiled step
+    (by step number, the same on every rank) and each collective's duration, in order (the rank
+    that arrives last at a collective waits least in it)."""
+    if result["gpu"]:
+        compute_u, collectives = union(comp), sorted(comm)
+    else:
+        compute_u, collectives = subtract(union(cpu_ops), union(cpu_comm)), sorted(collectives_cpu)
+    starts = [start for start, _end in compute_u]
+    per_step = []
+    for span in sorted(steps)[:EVIDENCE_MAX]:
+        per_step.append([step_numbers[span], round(_length_within(compute_u, starts, *span) / 1000.0, 6)])
+    waits = [round((end - start) / 1000.0, 6) for start, end in collectives[:EVIDENCE_MAX]]
+    return {"step_compute_ms": per_step, "collective_ms": waits}
 
 
 def _gpu_timeline(comp, comm, memcpy) -> dict:

@@ -70,52 +70,136 @@ def _mean(values):
     return statistics.fmean(values) if values else None
 
 
-def stragglers(ranks: list, threshold: float) -> tuple:
-    """Ranks whose compute per iteration exceeds the median by more than ``threshold``, worst first,
-    and nodes that are slow as a whole.
+STRAGGLER_ALPHA = 0.05  # family-wise: the chance that noise alone names some rank
 
-    In synchronous training every rank shows the same iteration time (the others wait in the
-    collective), so the straggler is told by its larger compute and smaller communication wait.
+
+def _binomial_tail(k: int, n: int, p: float) -> float:
+    """P(X >= k) for X ~ Binomial(n, p)."""
+    return sum(math.comb(n, i) * p**i * (1 - p) ** (n - i) for i in range(k, n + 1))
+
+
+def _slowest_counts(table: list, ranks: set, higher_is_slower: bool, margin: float) -> dict:
+    """Per rank of ``ranks``, in how many rows of ``table`` ({rank: value}) it is alone at the slow end
+    among ``ranks`` and, with ``margin``, beyond the whole row's median by more than that ratio."""
+    counts: dict = {}
+    for row in table:
+        values = {r: v for r, v in row.items() if r in ranks}
+        if len(values) < 2:
+            continue
+        worst = (max if higher_is_slower else min)(values.values())
+        if list(values.values()).count(worst) != 1:
+            continue  # a tie names nobody
+        median = statistics.median(row.values())
+        if margin and (median <= 0 or worst / median <= 1 + margin):
+            continue
+        rank = next(r for r, v in values.items() if v == worst)
+        counts[rank] = counts.get(rank, 0) + 1
+    return counts
+
+
+def _p_value(count: int, trials: int, candidates: int) -> float:
+    """Bonferroni over the candidates: the chance noise makes any of them alone-slowest ``count`` times."""
+    if not trials or candidates < 2:
+        return 1.0
+    return min(1.0, candidates * _binomial_tail(count, trials, 1 / candidates))
+
+
+def stragglers(ranks: list, threshold: float, evidence: dict | None = None, alpha: float = STRAGGLER_ALPHA) -> tuple:
+    """Ranks that hold the others back, most certain first; nodes slow as a whole; the test's record.
+
+    Per profiled step (same step number on every rank), the rank alone the slowest, by more than
+    ``threshold`` over the step's median compute, scores one; per collective (same order on every
+    rank), the rank that waits least arrived last and scores one. Under noise alone each of N ranks
+    is the slowest with chance 1/N, so k of n is a binomial tail, Bonferroni-corrected over the N
+    ranks: noise names somebody with chance below ``alpha``. A rank is named when either count is
+    that unlikely and its median compute exceeds the others' by more than ``threshold``; then the
+    test repeats without it (step-down), so several stragglers are found one by one.
     """
-    timed = [r for r in ranks if r.get("compute_per_iteration_ms") is not None]
-    if len(timed) < 2:
-        return [], []
-    median = statistics.median(r["compute_per_iteration_ms"] for r in timed)
-    wait_median = statistics.median(r["comm_wait_per_iteration_ms"] for r in timed)
-    slow = []
-    for r in timed:
-        excess = (r["compute_per_iteration_ms"] - median) / median if median > 0 else 0.0
-        if excess > threshold:
-            slow.append(
-                {
-                    "rank": r["rank"],
-                    "node": r["node"],
-                    "compute_per_iteration_ms": r["compute_per_iteration_ms"],
-                    "median_compute_per_iteration_ms": median,
-                    "excess_ratio": excess,
-                    "comm_wait_per_iteration_ms": r["comm_wait_per_iteration_ms"],
-                    "median_comm_wait_per_iteration_ms": wait_median,
-                }
-            )
-    slow.sort(key=lambda s: -s["excess_ratio"])
-    by_node = {}
-    for r in timed:
-        by_node.setdefault(r["node"], []).append(r)
+    evidence = evidence or {}
+    by_rank = {r["rank"]: r for r in ranks}
+    steps = {}
+    for rank, item in evidence.items():
+        if rank in by_rank and item.get("step_compute_ms"):
+            steps[rank] = {int(k): v for k, v in item["step_compute_ms"]}
+    test = {"alpha": alpha, "threshold": threshold, "ranks": len(steps), "steps": 0, "collectives": 0}
+    if len(steps) < 2:
+        test["verdict"] = "not tested: fewer than two ranks with profiled steps"
+        return [], [], test
+    count = len(steps)
+    common = sorted(set.intersection(*(set(v) for v in steps.values())))
+    table = [{r: steps[r][k] for r in steps} for k in common]
+    # A step that barely ran (the profiler's closing step) is no evidence.
+    typical = statistics.median(statistics.median(row.values()) for row in table) if table else 0.0
+    table = [row for row in table if typical > 0 and statistics.median(row.values()) >= 0.05 * typical]
+    waits = {r: (evidence[r].get("collective_ms") or []) for r in steps}
+    n_coll = min(len(w) for w in waits.values())
+    arrivals = [{r: waits[r][i] for r in steps} for i in range(n_coll)]
+    need = next((n for n in range(1, 64) if count * (1 / count) ** n < alpha), None)
+    test.update(steps=len(table), collectives=n_coll, steps_needed=need)
+    excess = {}
+    for rank in steps:
+        ratios = [row[rank] / statistics.median(row.values()) for row in table if statistics.median(row.values()) > 0]
+        excess[rank] = statistics.median(ratios) - 1.0 if ratios else 0.0
+    compute_median = statistics.median(r.get("compute_per_iteration_ms") or 0 for r in ranks)
+    wait_median = statistics.median(r.get("comm_wait_per_iteration_ms") or 0 for r in ranks)
+    slow, remaining = [], set(steps)
+    while len(remaining) >= 2:
+        slow_steps = _slowest_counts(table, remaining, True, threshold)
+        last = _slowest_counts(arrivals, remaining, False, 0.0)
+        candidates = []
+        for rank in remaining:
+            p_steps = _p_value(slow_steps.get(rank, 0), len(table), len(remaining))
+            p_last = _p_value(last.get(rank, 0), n_coll, len(remaining))
+            if excess[rank] > threshold and min(p_steps, p_last) < alpha:
+                candidates.append((min(p_steps, p_last), -excess[rank], rank, p_steps, p_last))
+        if not candidates:
+            break
+        _p, _e, rank, p_steps, p_last = min(candidates)
+        r = by_rank[rank]
+        slow.append(
+            {
+                "rank": rank,
+                "node": r["node"],
+                "excess_ratio": excess[rank],
+                "slowest_steps": slow_steps.get(rank, 0),
+                "steps": len(table),
+                "p_value_steps": p_steps,
+                "last_arrivals": last.get(rank, 0),
+                "collectives": n_coll,
+                "p_value_arrivals": p_last,
+                "compute_per_iteration_ms": r.get("compute_per_iteration_ms"),
+                "median_compute_per_iteration_ms": compute_median,
+                "comm_wait_per_iteration_ms": r.get("comm_wait_per_iteration_ms"),
+                "median_comm_wait_per_iteration_ms": wait_median,
+            }
+        )
+        remaining.discard(rank)
+    if slow:
+        test["verdict"] = f"{len(slow)} straggler(s) at {alpha:.0%} significance"
+    elif need is not None and len(table) < need and n_coll < need:
+        test["verdict"] = (
+            f"none stands out; {len(table)} profiled steps cannot show one at {alpha:.0%} "
+            f"significance with {count} ranks (profile at least {need} steps)"
+        )
+    else:
+        test["verdict"] = "none stands out"
     slow_ranks = {s["rank"] for s in slow}
+    by_node: dict = {}
+    for r in ranks:
+        if r["rank"] in steps:
+            by_node.setdefault(r["node"], []).append(r["rank"])
     slow_nodes = []
     if len(by_node) > 1:
-        node_medians = {n: statistics.median(x["compute_per_iteration_ms"] for x in rs) for n, rs in by_node.items()}
-        overall = statistics.median(node_medians.values())
-        for node, ranks_of_node in sorted(by_node.items()):
-            if all(x["rank"] in slow_ranks for x in ranks_of_node) and overall > 0:
+        for node, members in sorted(by_node.items()):
+            if all(m in slow_ranks for m in members):
                 slow_nodes.append(
                     {
                         "node": node,
-                        "ranks": sorted(x["rank"] for x in ranks_of_node),
-                        "excess_ratio": (node_medians[node] - overall) / overall,
+                        "ranks": sorted(members),
+                        "excess_ratio": statistics.median(s["excess_ratio"] for s in slow if s["rank"] in members),
                     }
                 )
-    return slow, slow_nodes
+    return slow, slow_nodes, test
 
 
 def _threshold_limit(name, raw):
@@ -257,7 +341,15 @@ def build_report(
         "avg_comm_ratio": _mean([r["comm_ratio"] for r in ranks]),
         "avg_overlap_ratio": _mean([r["overlap_ratio"] for r in ranks]),
     }
-    slow, slow_nodes = stragglers(ranks, straggler_threshold)
+    # The per-step evidence stays out of the report (8 ranks x 4096 steps per node adds up).
+    evidence = {
+        s["rank"]: {"step_compute_ms": s.get("step_compute_ms"), "collective_ms": s.get("collective_ms")}
+        for s in summaries
+        if "error" not in s and s.get("rank") is not None
+    }
+    if ranks and ranks[0].get("single_process"):
+        evidence = {}
+    slow, slow_nodes, straggler_test = stragglers(ranks, straggler_threshold, evidence)
     checks = check_thresholds(performance, expected_results or {})
     per_node = max(1, len(ranks) // max(len(nodes), 1))
     gpn = gpus_per_node or per_node
@@ -272,6 +364,7 @@ def build_report(
         "per_rank_summary": ranks,
         "unranked_traces": unranked,
         "stragglers": slow,
+        "straggler_test": straggler_test,
         "slow_nodes": slow_nodes,
         "missing_ranks": missing,
         "duplicate_rank_files": duplicates,
@@ -485,22 +578,32 @@ def render_html(report: dict) -> str:
             parts.append(f"<li class='{css}'>{'PASS' if check['passed'] else 'FAIL'}: {_esc(check['reason'])}</li>")
         parts.append("</ul>")
     parts.append("<h2>Stragglers</h2>")
+    test = report.get("straggler_test") or {}
     if report["stragglers"]:
         parts.append(
-            "<table><tr><th>rank</th><th>node</th><th>compute/iter (ms)</th><th>median</th><th>excess</th>"
-            "<th>comm wait/iter (ms)</th></tr>"
+            "<table><tr><th>rank</th><th>node</th><th>excess compute</th><th>slowest in steps</th>"
+            "<th>arrived last</th><th>compute/iter (ms)</th><th>comm wait/iter (ms)</th></tr>"
         )
         for s in report["stragglers"]:
             parts.append(
-                f"<tr><td>{s['rank']}</td><td>{_esc(s['node'])}</td><td>{_fmt(s['compute_per_iteration_ms'])}</td>"
-                f"<td>{_fmt(s['median_compute_per_iteration_ms'])}</td><td>{s['excess_ratio'] * 100:.0f}%</td>"
-                f"<td>{_fmt(s['comm_wait_per_iteration_ms'])}</td></tr>"
+                f"<tr><td>{s['rank']}</td><td>{_esc(s['node'])}</td><td>{s['excess_ratio'] * 100:.0f}%</td>"
+                f"<td>{s['slowest_steps']}/{s['steps']} (p={s['p_value_steps']:.3g})</td>"
+                f"<td>{s['last_arrivals']}/{s['collectives']} (p={s['p_value_arrivals']:.3g})</td>"
+                f"<td>{_fmt(s['compute_per_iteration_ms'])}</td><td>{_fmt(s['comm_wait_per_iteration_ms'])}</td></tr>"
             )
         parts.append("</table>")
         for node in report["slow_nodes"]:
             parts.append(f"<p class='bad'>Node {_esc(node['node'])} is slow as a whole (ranks {node['ranks']}).</p>")
     else:
-        parts.append("<p class='ok'>No rank computes notably slower than the median.</p>")
+        parts.append(f"<p class='ok'>{_esc(test.get('verdict', 'No rank stands out.'))}</p>")
+    if test:
+        parts.append(
+            f"<p>Test: a rank is named when being alone the slowest that often, in the profiled steps or at"
+            f" the collectives, has under {test.get('alpha', STRAGGLER_ALPHA):.0%} chance from noise across"
+            f" {test.get('ranks')} ranks (binomial, Bonferroni), and its compute exceeds the median by more than"
+            f" {test.get('threshold', 0) * 100:.0f}%; {test.get('steps')} steps,"
+            f" {test.get('collectives')} collectives.</p>"
+        )
     if report["missing_ranks"]:
         parts.append(f"<p class='bad'>Missing ranks: {report['missing_ranks']}</p>")
     for error in report["errors"]:

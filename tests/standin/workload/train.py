@@ -195,12 +195,12 @@ def main(argv=None) -> int:
             optimizer.zero_grad()
             loss.backward()  # DDP all-reduces gradients over gloo here
             optimizer.step()
-            # The stand-in's "GPU compute": a fixed busy wait, longer on the straggler.
+            # The stand-in's "GPU compute": a fixed wait, longer on the straggler. A sleep, not a busy
+            # loop: a GPU kernel leaves the host thread idle, and a busy loop on a shared machine is
+            # stretched by the scheduler at random, which reads as stragglers that are not there.
             busy = compute_ms * (slow_factor if slow_rank is not None and int(slow_rank) == rank else 1.0)
             with torch.profiler.record_function("standin_compute"):
-                until = time.perf_counter() + busy / 1000.0
-                while time.perf_counter() < until:
-                    pass
+                time.sleep(busy / 1000.0)
             if standin.get("hang_rank") is not None and int(standin["hang_rank"]) == rank:
                 log.info("stand-in fault: rank %d hangs in a collective", rank)
                 dist.recv(torch.zeros(1), src=(rank + 1) % world)  # never sent: blocks for good
