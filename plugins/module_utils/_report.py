@@ -554,6 +554,27 @@ def _why_html(diagnosis) -> str:
     return "".join(parts)
 
 
+def _change(delta) -> str:
+    return "" if delta is None else f"{delta * 100:+.1f}%"
+
+
+def _baseline_html(baseline) -> str:
+    if not baseline:
+        return ""
+    css = "bad" if baseline["verdict"] == "regression" else "ok"
+    rows = "".join(
+        f"<tr><td>{_esc(name)}</td><td>{_fmt(m['now'])}</td><td>{_fmt(m['then'])}</td>"
+        f"<td>{_change(m['delta_ratio'])}</td></tr>"
+        for name, m in baseline["metrics"].items()
+    )
+    return (
+        f"<h2>Against the baseline</h2><p class='{css}'>{_esc(baseline['verdict'])} (tolerance "
+        f"{baseline['tolerance'] * 100:.0f}%) against {_esc(baseline['source'])}"
+        f"{(': ' + _esc(baseline['reason'])) if baseline.get('reason') else ''}</p>"
+        f"<table><tr><th>figure</th><th>now</th><th>then</th><th>change</th></tr>{rows}</table>"
+    )
+
+
 def render_html(report: dict) -> str:
     perf = report["performance"]
     parts = [
@@ -565,6 +586,7 @@ def render_html(report: dict) -> str:
         f"{report['cluster']['nodes']} nodes &middot; {len(report['per_rank_summary'])} ranks analysed &middot; "
         f"counting: {_esc(report['counting'])}</p>",
         _why_html(report.get("diagnosis")),
+        _baseline_html(report.get("baseline")),
         "".join(f"<p class='bad'>{_esc(note)}</p>" for note in (report.get("tools") or {}).get("notes", [])),
         "<h2>Headline</h2><table><tr><th>avg iteration (ms)</th><th>std iteration (us)</th><th>compute ratio</th>"
         "<th>comm ratio</th><th>overlap ratio</th></tr><tr>"
@@ -633,6 +655,8 @@ TASK_ARGUMENT_SPEC = {
     "max_workers": {"type": "int"},
     "duration_seconds": {"type": "float"},
     "diagnosis": {"type": "dict"},
+    "baseline": {"type": "path"},
+    "baseline_tolerance": {"type": "float", "default": 0.05},
 }
 
 
@@ -656,6 +680,11 @@ def run_task(p: dict, check_mode: bool = False) -> tuple:
         return {"changed": False}, str(exc)
     if p.get("diagnosis"):
         report["diagnosis"] = p["diagnosis"]
+    if p.get("baseline"):
+        try:
+            report["baseline"] = compare_baseline(report, p["baseline"], p.get("baseline_tolerance", 0.05))
+        except ReportError as exc:
+            return {"changed": False}, str(exc)
     report["tools"] = tool_notes()
     result = {
         "changed": not check_mode,
@@ -667,6 +696,7 @@ def run_task(p: dict, check_mode: bool = False) -> tuple:
         "missing_ranks": report["missing_ranks"],
         "errors": report["errors"],
         "tools": report["tools"],
+        "baseline": report.get("baseline"),
     }
     if not check_mode:
         try:
@@ -694,3 +724,71 @@ def tool_notes() -> dict:
     if not fast:
         notes.append("slow decoding: msgspec is not installed in the controller's Python (pip install msgspec)")
     return {"python": sys.executable, "plots": plots, "fast_decoder": fast, "notes": notes}
+
+
+# The headline figures shown against a baseline; only the iteration time is judged (the ratios
+# of a few profiled steps move with the machine's load and have no spread to judge them by).
+BASELINE_METRICS = ("avg_iteration_time_ms", "std_iteration_time_us", "avg_compute_ratio", "avg_overlap_ratio")
+
+
+def _step_noise_ms(report: dict) -> float | None:
+    """Standard error of the mean iteration time, from the ranks' step-to-step spread."""
+    spreads = [
+        (r["iterations"]["std"], r["iterations"]["count"])
+        for r in report.get("per_rank_summary") or []
+        if (r.get("iterations") or {}).get("count", 0) > 1 and r["iterations"].get("std") is not None
+    ]
+    if not spreads:
+        return None
+    std = statistics.fmean(sd for sd, _n in spreads)
+    count = min(n for _sd, n in spreads)
+    return std / math.sqrt(count)
+
+
+def compare_baseline(report: dict, source: str, tolerance: float = 0.05) -> dict:
+    """``baseline``: the headline figures now and then with their relative change, and the verdict
+    on the iteration time: ``regression`` when it is longer by more than ``tolerance`` and by more
+    than twice the noise of the two means (their steps' spread), ``improvement`` the other way,
+    ``within noise`` when beyond the tolerance but not the noise, else ``same``. ``source`` is an
+    earlier results directory or its report."""
+    if not 0 <= float(tolerance) < 1:
+        raise ReportError(f"aorta_baseline_tolerance: {tolerance!r} must be from 0 to below 1")
+    path = os.path.join(source, "aorta_benchmark_report.json") if os.path.isdir(source) else source
+    try:
+        with open(path) as handle:
+            earlier = json.load(handle)
+        then = earlier["performance"]
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise ReportError(f"aorta_baseline: {source}: not a report this collection wrote ({exc})") from None
+    now = report["performance"]
+    metrics = {}
+    for name in BASELINE_METRICS:
+        a, b = now.get(name), then.get(name)
+        delta = None if a is None or b is None or not b else (a - b) / abs(b)
+        metrics[name] = {"now": a, "then": b, "delta_ratio": delta, "judged": name == "avg_iteration_time_ms"}
+    a, b = now.get("avg_iteration_time_ms"), then.get("avg_iteration_time_ms")
+    noise_now, noise_then = _step_noise_ms(report), _step_noise_ms(earlier)
+    noise = 2 * math.sqrt(noise_now**2 + noise_then**2) if noise_now is not None and noise_then is not None else None
+    verdict, reason = "same", ""
+    if a is None or b is None or not b:
+        verdict, reason = "not compared", "no iteration time in one of the reports"
+    else:
+        delta = (a - b) / b
+        beyond_noise = noise is not None and abs(a - b) > noise
+        if abs(delta) > tolerance and beyond_noise:
+            verdict = "regression" if delta > 0 else "improvement"
+        elif abs(delta) > tolerance:
+            verdict = "within noise"
+            reason = (
+                f"a change of {delta * 100:+.1f}% is within the steps' noise (2 sigma = {noise:.3g} ms)"
+                if noise is not None
+                else "too few profiled steps to tell a change from noise"
+            )
+    return {
+        "source": path,
+        "tolerance": tolerance,
+        "noise_ms": noise,
+        "metrics": metrics,
+        "verdict": verdict,
+        "reason": reason,
+    }

@@ -81,6 +81,17 @@ options:
   duration_seconds:
     description: The run's duration, recorded in the report.
     type: float
+  baseline:
+    description:
+      - An earlier results directory, or its C(aorta_benchmark_report.json), to compare with.
+      - The iteration time is judged C(regression) or C(improvement) when it changed by more than
+        O(baseline_tolerance) and by more than twice the noise of the two means (the steps' spread),
+        C(within noise) when only the first holds, else C(same); the ratios are shown, not judged.
+    type: path
+  baseline_tolerance:
+    description: Relative change within which the run is the same as the baseline.
+    type: float
+    default: 0.05
   diagnosis:
     description:
       - Why the run stopped, from M(aorta.cluster.run_diagnosis); recorded in the report and shown
@@ -158,6 +169,12 @@ errors:
   returned: always
   type: list
   elements: dict
+baseline:
+  description:
+    - C(source), C(tolerance), C(noise_ms), C(metrics) (each C(now), C(then), C(delta_ratio),
+      C(judged)), C(verdict), C(reason).
+  returned: with O(baseline)
+  type: dict
 tools:
   description:
     - The Python that analysed (C(python)), whether it had C(plots) and the C(fast_decoder), and

@@ -79,3 +79,40 @@ def test_two_profiled_steps_cannot_name_anyone_and_the_report_says_why(tmp_path)
     evidence = {r: {"step_compute_ms": [[k, 5.0 * (2 if r == 3 else 1)] for k in range(4)]} for r in range(4)}
     slow, _nodes, test = _report.stragglers(ranks, 0.1, evidence)
     assert [s["rank"] for s in slow] == [3] and slow[0]["p_value_steps"] == pytest.approx(4 * 0.25**4)
+
+
+def test_baseline_says_regression_for_a_slower_run_and_same_for_an_equal_one(tmp_path):
+    from tests.unit.plugins.module_utils.test_analysis import combined_tree  # noqa: PLC0415
+
+    healthy = _report.build_report(str(combined_tree(tmp_path / "a", [50, 50, 50, 50], bad_file=False)))
+    _report.write_outputs(healthy, str(tmp_path / "then"))
+    again = _report.build_report(str(combined_tree(tmp_path / "b", [50, 50, 50, 50], bad_file=False)))
+    same = _report.compare_baseline(again, str(tmp_path / "then"))
+    assert same["verdict"] == "same" and same["metrics"]["avg_iteration_time_ms"]["delta_ratio"] == 0
+    slower = _report.build_report(
+        str(combined_tree(tmp_path / "c", [50, 50, 50, 50], bad_file=False)), straggler_threshold=0.1
+    )
+    slower["performance"] = dict(
+        slower["performance"], avg_iteration_time_ms=healthy["performance"]["avg_iteration_time_ms"] * 1.5
+    )
+    worse = _report.compare_baseline(slower, str(tmp_path / "then" / "aorta_benchmark_report.json"))
+    assert worse["verdict"] == "regression" and worse["metrics"]["avg_iteration_time_ms"][
+        "delta_ratio"
+    ] == pytest.approx(0.5)
+    assert "Against the baseline" in _report.render_html(dict(slower, baseline=worse))
+
+
+def test_baseline_change_inside_the_steps_noise_is_not_a_regression(tmp_path):
+    """Recorded stand-in runs on a shared machine: healthy runs differ by up to 25% in iteration
+    time with a step-to-step spread as large; that is not called a regression."""
+    _report.write_outputs(_report.build_report(str(STRAGGLERS / "ok3")), str(tmp_path / "then"))
+    result = _report.compare_baseline(_report.build_report(str(STRAGGLERS / "ok5")), str(tmp_path / "then"))
+    assert result["metrics"]["avg_iteration_time_ms"]["delta_ratio"] > 0.05
+    assert result["verdict"] == "within noise" and "within the steps' noise" in result["reason"]
+
+
+def test_a_bad_baseline_is_named(tmp_path):
+    report = _report.build_report(str(tmp_path))
+    (tmp_path / "x.json").write_text("{}")
+    with pytest.raises(_report.ReportError, match=r"aorta_baseline: .*x\.json: not a report"):
+        _report.compare_baseline(report, str(tmp_path / "x.json"))
