@@ -24,3 +24,15 @@ def test_the_report_is_made_by_the_controllers_python_with_its_plots(play, tmp_p
     html = (tmp_path / "out" / "report.html").read_text()
     assert html.count("data:image/png;base64,") == 3
     assert json.loads((tmp_path / "out" / "aorta_benchmark_report.json").read_text())["status"] == "completed"
+
+
+def test_a_run_against_itself_as_baseline_is_the_same(play, tmp_path):
+    root = combined_tree(tmp_path, [50, 50, 50, 50], bad_file=False)
+    first = {"traces_dir": str(root), "report_dir": str(tmp_path / "then")}
+    _rc, out = play({"aorta.cluster.trace_parse": first})
+    assert not out.get("failed"), out
+    again = dict(first, report_dir=str(tmp_path / "now"), baseline=str(tmp_path / "then"))
+    _rc, out = play({"aorta.cluster.trace_parse": again})
+    assert out["baseline"]["verdict"] == "same" and out["baseline"]["source"].endswith("aorta_benchmark_report.json")
+    _rc, bad = play({"aorta.cluster.trace_parse": dict(again, baseline=str(tmp_path / "nowhere"))})
+    assert bad["failed"] and bad["msg"].startswith("aorta_baseline: ")
