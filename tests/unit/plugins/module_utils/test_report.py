@@ -88,17 +88,17 @@ def test_baseline_says_regression_for_a_slower_run_and_same_for_an_equal_one(tmp
     _report.write_outputs(healthy, str(tmp_path / "then"))
     again = _report.build_report(str(combined_tree(tmp_path / "b", [50, 50, 50, 50], bad_file=False)))
     same = _report.compare_baseline(again, str(tmp_path / "then"))
-    assert same["verdict"] == "same" and same["metrics"]["avg_iteration_time_ms"]["delta_ratio"] == 0
+    assert same["verdict"] == "same" and same["metrics"]["avg_step_time_ms"]["delta_ratio"] == 0
     slower = _report.build_report(
         str(combined_tree(tmp_path / "c", [50, 50, 50, 50], bad_file=False)), straggler_threshold=0.1
     )
     slower["performance"] = dict(
-        slower["performance"], avg_iteration_time_ms=healthy["performance"]["avg_iteration_time_ms"] * 1.5
+        slower["performance"], avg_step_time_ms=healthy["performance"]["avg_step_time_ms"] * 1.5
     )
     worse = _report.compare_baseline(slower, str(tmp_path / "then" / "aorta_benchmark_report.json"))
-    assert worse["verdict"] == "regression" and worse["metrics"]["avg_iteration_time_ms"][
-        "delta_ratio"
-    ] == pytest.approx(0.5)
+    assert worse["verdict"] == "regression" and worse["metrics"]["avg_step_time_ms"]["delta_ratio"] == pytest.approx(
+        0.5
+    )
     assert "Against the baseline" in _report.render_html(dict(slower, baseline=worse))
 
 
@@ -107,7 +107,7 @@ def test_baseline_change_inside_the_steps_noise_is_not_a_regression(tmp_path):
     time with a step-to-step spread as large; that is not called a regression."""
     _report.write_outputs(_report.build_report(str(STRAGGLERS / "ok3")), str(tmp_path / "then"))
     result = _report.compare_baseline(_report.build_report(str(STRAGGLERS / "ok5")), str(tmp_path / "then"))
-    assert result["metrics"]["avg_iteration_time_ms"]["delta_ratio"] > 0.05
+    assert result["metrics"]["avg_step_time_ms"]["delta_ratio"] > 0.05
     assert result["verdict"] == "within noise" and "within the steps' noise" in result["reason"]
 
 
@@ -116,3 +116,19 @@ def test_a_bad_baseline_is_named(tmp_path):
     (tmp_path / "x.json").write_text("{}")
     with pytest.raises(_report.ReportError, match=r"aorta_baseline: .*x\.json: not a report"):
         _report.compare_baseline(report, str(tmp_path / "x.json"))
+
+
+@pytest.mark.parametrize("limit,passed", [(50, False), (60, True)])
+def test_cvs_max_avg_iteration_ms_means_what_it_means_in_cvs(tmp_path, shared_dir, limit, passed):
+    """CVS's avg_iteration_time_ms is the mean over ranks of each rank's whole profiled window
+    (TraceLens' gpu_timeline total_time), not one step's time: the same threshold on the same
+    trace gives CVS's verdict."""
+    name = "mi300/resnet-act-checkpoint.json.gz"
+    (tmp_path / "t").mkdir()
+    (tmp_path / "t" / "trace.json.gz").write_bytes((shared_dir / "fixtures" / "traces" / name).read_bytes())
+    report = _report.build_report(str(tmp_path / "t"), expected_results={"max_avg_iteration_ms": limit})
+    window = report["per_rank_summary"][0]["total_time_us"] / 1000.0
+    assert report["performance"]["avg_iteration_time_ms"] == pytest.approx(window)
+    assert window == pytest.approx(56.51760, rel=1e-3)  # TraceLens' total_time for this trace
+    (check,) = report["validation"]["checks"]
+    assert check["passed"] is passed
