@@ -27,6 +27,8 @@ import os
 import re
 import statistics
 
+from ansible_collections.aorta.cluster.plugins.module_utils import _timeline
+
 try:  # optional, faster decoding
     import msgspec
 except ImportError:  # pragma: no cover - exercised on nodes without msgspec
@@ -84,6 +86,7 @@ if msgspec is not None:
         traceEvents: msgspec.Raw = msgspec.Raw(b"[]")
         distributedInfo: object = None
         deviceProperties: object = None
+        baseTimeNanoseconds: object = None
 
     _EVENTS_DECODER = msgspec.json.Decoder(_Outline)
     _BATCH_DECODER = msgspec.json.Decoder(list[_Event])
@@ -123,7 +126,8 @@ class _Plain:
 
 
 def load(path: str):
-    """Decode a trace: (events, distributedInfo, deviceProperties). Every failure names the file."""
+    """Decode a trace: (events, distributedInfo, deviceProperties, baseTimeNanoseconds). Every
+    failure names the file."""
     data = _read(path)
     if not data.strip():
         raise TraceFileError(f"{path}: empty file")
@@ -138,7 +142,12 @@ def load(path: str):
         if first < 0 or data[last : last + 1] != b"]" or data[first : first + 64] != memoryview(array)[:64].tobytes():
             # Not where a Kineto writer puts it: decode the raw array on its own.
             data, first, last = bytes(array), 0, len(array) - 1
-        return _batched(path, data, first, last), outline.distributedInfo, outline.deviceProperties
+        return (
+            _batched(path, data, first, last),
+            outline.distributedInfo,
+            outline.deviceProperties,
+            outline.baseTimeNanoseconds,
+        )
     try:
         raw = json.loads(data)
     except (ValueError, RecursionError) as exc:
@@ -146,7 +155,7 @@ def load(path: str):
     if not isinstance(raw, dict) or not isinstance(raw.get("traceEvents", []), list):
         raise TraceFileError(f"{path}: not a Kineto trace: no traceEvents array")
     events = [_Plain(e) for e in raw.get("traceEvents", []) if isinstance(e, dict)]
-    return events, raw.get("distributedInfo"), raw.get("deviceProperties")
+    return events, raw.get("distributedInfo"), raw.get("deviceProperties"), raw.get("baseTimeNanoseconds")
 
 
 def _batched(path: str, data: bytes, first: int, last: int):
@@ -258,6 +267,10 @@ def _clip(intervals, window) -> list:
 _CATEGORY_MEMO: dict = {}  # kernel names repeat thousands of times; the regexes are the cost
 
 
+def _is_comm(name: str) -> bool:
+    return any(mark in name for mark in COMM_KERNEL_MARKS)
+
+
 def kernel_category(name: str) -> str:
     category = _CATEGORY_MEMO.get(name)
     if category is None:
@@ -281,9 +294,10 @@ def _stats(values) -> dict:
 
 def analyse(path: str, include_unlinked_kernels: bool = False) -> dict:
     """Metrics of one trace file (times in milliseconds)."""
-    events, dist_info, _devices = load(path)
+    events, dist_info, _devices, base_ns = load(path)
+    annotations, event_count = [], 0
     launch_corr, graph_corr, flow_start, flow_end, gpu = set(), set(), set(), {}, []
-    steps, step_numbers, cpu_comm, cpu_ops, collectives_cpu = [], {}, [], [], []
+    steps, step_numbers, cpu_comm, cpu_ops, collectives_cpu, collective_names = [], {}, [], [], [], []
     # The hot loop over every event: bound methods and sets, no attribute lookups it can avoid.
     gpu_cats, launch_cats, cpu_cats = (
         frozenset(GPU_CATS),
@@ -292,6 +306,7 @@ def analyse(path: str, include_unlinked_kernels: bool = False) -> dict:
     )
     step_match, comm_match = _STEP.match, _CPU_COMM.match
     for event in events:
+        event_count += 1
         cat = event.cat
         if event.ph == "X":
             if cat in cpu_cats:
@@ -304,8 +319,11 @@ def analyse(path: str, include_unlinked_kernels: bool = False) -> dict:
                     cpu_comm.append(span)
                     if name.startswith(("gloo:", "nccl:")):  # one per collective (c10d:: ops nest inside)
                         collectives_cpu.append(span)
+                        collective_names.append((name, span))
                 else:  # aten ops and record_function ranges (forward, optimizer step, ...)
                     cpu_ops.append(span)
+                    if cat == "user_annotation":
+                        annotations.append((name, span))
             elif cat in gpu_cats:
                 _name(event)  # decoded now: the raw field would keep its whole batch in memory
                 _args(event)
@@ -337,7 +355,7 @@ def analyse(path: str, include_unlinked_kernels: bool = False) -> dict:
             memcpy.append(span)
             categories["memcpy"] = categories.get("memcpy", 0.0) + event.dur
             continue
-        if event.cat == "kernel" and any(mark in name for mark in COMM_KERNEL_MARKS):
+        if event.cat == "kernel" and _is_comm(name):
             comm.append(span)
             args = _args(event)
             key = args.get("Collective name") or name.split("(")[0]
@@ -367,6 +385,17 @@ def analyse(path: str, include_unlinked_kernels: bool = False) -> dict:
     step_durations = [(end - start) / 1000.0 for start, end in sorted(steps)]
     result["iterations"] = _stats(step_durations)
     result.update(_per_step_evidence(result, steps, step_numbers, comp, comm, cpu_ops, cpu_comm, collectives_cpu))
+    result["timeline"] = _timeline.select(
+        event_count,
+        base_ns,
+        [(f"ProfilerStep#{step_numbers[span]}", span) for span in steps],
+        [(_name(e), (e.ts, e.ts + e.dur)) for e in gpu if e.cat == "kernel" and _is_comm(_name(e))]
+        if result["gpu"]
+        else collective_names,
+        [(_name(e), (e.ts, e.ts + e.dur), e.tid) for e in gpu if not (e.cat == "kernel" and _is_comm(_name(e)))]
+        if result["gpu"]
+        else [(name, span, "cpu") for name, span in annotations],
+    )
     result.update(_cpu_or_gpu_ratios(result, steps, cpu_comm, cpu_ops))
     return result
 

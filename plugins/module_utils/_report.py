@@ -20,7 +20,7 @@ import statistics
 import sys
 from concurrent.futures import ProcessPoolExecutor
 
-from ansible_collections.aorta.cluster.plugins.module_utils import _analysis
+from ansible_collections.aorta.cluster.plugins.module_utils import _analysis, _timeline
 from ansible_collections.aorta.cluster.plugins.module_utils._analysis import TIMELINE_ROWS, find_traces, safe_analyse
 
 THRESHOLDS = ("max_avg_iteration_ms", "min_compute_ratio", "min_overlap_ratio", "max_time_variance_ratio")
@@ -302,6 +302,7 @@ def build_report(
     summaries=None,
     expected_ranks=None,
     duration_seconds=None,
+    clock_offsets=None,
 ) -> dict:
     """The whole report for a directory of traces (a combined_traces tree or any folder)."""
     if summaries is None and not os.path.isdir(traces_dir):
@@ -311,12 +312,14 @@ def build_report(
         summaries = analyse_all(find_traces(traces_dir), include_unlinked_kernels, max_workers)
     errors = [{"file": s["file"], "error": s["error"]} for s in summaries if "error" in s]
     ranks, seen, duplicates, unranked = [], set(), [], []
+    timelines = {}  # id(rank row) -> its trace's part of the merged timeline
     for s in sorted(
         (s for s in summaries if "error" not in s), key=lambda s: (s["rank"] is None, s["rank"], s["file"])
     ):
         if s["rank"] is None:
             # A single-process trace has no distributedInfo: analysed, but not guessed into a rank.
             unranked.append(_rank_row(s, s.get("node") or _node_of(s["file"], traces_dir, names), traces_dir))
+            timelines[id(unranked[-1])] = s.get("timeline")
             continue
         if s["rank"] in seen:
             duplicates.append(s["file"])
@@ -324,10 +327,13 @@ def build_report(
         seen.add(s["rank"])
         # Summaries made on the nodes carry their node; files read here get it from the tree.
         ranks.append(_rank_row(s, s.get("node") or _node_of(s["file"], traces_dir, names), traces_dir))
+        timelines[id(ranks[-1])] = s.get("timeline")
     if not ranks and len(unranked) == 1 and not expected_ranks:
         # One trace without distributedInfo (TraceLens' most common input) is one rank of a
         # one-process run: rank 0 of 1, not a failed report. Several are not guessed into ranks.
-        ranks, seen = [dict(unranked.pop(), rank=0, single_process=True)], {0}
+        only = unranked.pop()
+        ranks, seen = [dict(only, rank=0, single_process=True)], {0}
+        timelines[id(ranks[0])] = timelines.get(id(only))
     world = expected_ranks or max([s.get("world_size") or 0 for s in summaries if "error" not in s] + [len(ranks)])
     missing = [r for r in range(world) if r not in seen]
     nodes = sorted({r["node"] for r in ranks})
@@ -358,6 +364,9 @@ def build_report(
     if ranks and ranks[0].get("single_process"):
         evidence = {}
     slow, slow_nodes, straggler_test = stragglers(ranks, straggler_threshold, evidence)
+    timeline = _timeline.merge(
+        {r["rank"]: (r["node"], timelines[id(r)]) for r in ranks if timelines.get(id(r))}, clock_offsets
+    )
     checks = check_thresholds(performance, expected_results or {})
     per_node = max(1, len(ranks) // max(len(nodes), 1))
     gpn = gpus_per_node or per_node
@@ -373,6 +382,7 @@ def build_report(
         "unranked_traces": unranked,
         "stragglers": slow,
         "straggler_test": straggler_test,
+        "_timeline": timeline,
         "slow_nodes": slow_nodes,
         "missing_ranks": missing,
         "duplicate_rank_files": duplicates,
@@ -425,6 +435,11 @@ def write_outputs(report: dict, out_dir: str) -> dict:
         "csv": os.path.join(out_dir, "per_rank.csv"),
         "html": os.path.join(out_dir, "report.html"),
     }
+    timeline = report.get("_timeline")
+    report = {k: v for k, v in report.items() if k != "_timeline"}
+    if timeline is not None:
+        paths["timeline"] = os.path.join(out_dir, "timeline.json")
+        _atomic_write(paths["timeline"], json.dumps(timeline, separators=(",", ":")) + "\n")
     _atomic_write(paths["report"], json.dumps(report, indent=2, sort_keys=False) + "\n")
     buffer = io.StringIO()
     writer = csv.writer(buffer)
@@ -667,6 +682,7 @@ TASK_ARGUMENT_SPEC = {
     "diagnosis": {"type": "dict"},
     "baseline": {"type": "path"},
     "baseline_tolerance": {"type": "float", "default": 0.05},
+    "clock_offsets": {"type": "dict", "default": {}},
 }
 
 
@@ -685,6 +701,7 @@ def run_task(p: dict, check_mode: bool = False) -> tuple:
             expected_ranks=p["expected_ranks"],
             duration_seconds=p["duration_seconds"],
             summaries=p["summaries"],
+            clock_offsets=p.get("clock_offsets") or {},
         )
     except ReportError as exc:
         return {"changed": False}, str(exc)

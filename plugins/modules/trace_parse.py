@@ -81,6 +81,12 @@ options:
   duration_seconds:
     description: The run's duration, recorded in the report.
     type: float
+  clock_offsets:
+    description:
+      - Per node (its inventory name), its clock minus the controller's in seconds (preflight
+        measures it); the merged C(timeline.json) moves each node's events by minus its offset.
+    type: dict
+    default: {}
   baseline:
     description:
       - An earlier results directory, or its C(aorta_benchmark_report.json), to compare with.
@@ -169,6 +175,13 @@ errors:
   returned: always
   type: list
   elements: dict
+timeline:
+  description:
+    - The merged timeline of every rank, C(timeline.json) (Chrome trace / Perfetto JSON); each rank
+      a process C(rank <g> · <node>); every profiler step and collective and the longest GPU events
+      (CPU ranges on CPU-only traces) up to a tenth of each trace's events; C(otherData) says how.
+  returned: success, not in check mode
+  type: str
 baseline:
   description:
     - C(source), C(tolerance), C(noise_ms), C(metrics) (each C(now), C(then), C(delta_ratio),
