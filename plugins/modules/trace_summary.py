@@ -11,8 +11,10 @@ short_description: Analyse a node's own traces where they are and return small p
 version_added: 0.1.0
 description:
   - "The per-rank step of M(aorta.cluster.trace_parse), run ON a node over the traces under O(root),
-    so a large cluster need not move every trace to the controller: only the summaries (a few KB
-    per rank) come back, and M(aorta.cluster.trace_parse) builds the report from them."
+    so a large cluster need not move every trace to the controller: only the summaries come back
+    (per rank its metrics, the per-step evidence of the straggler test and its part of the merged
+    timeline, bounded to 5000 events: tens to a few hundred KB), and M(aorta.cluster.trace_parse)
+    builds the report and C(timeline.json) from them."
   - Needs only the node's Python standard library (msgspec is used when installed).
   - Unreadable files are returned as per-file errors; the others are still analysed.
 author:
