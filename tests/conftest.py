@@ -5,6 +5,7 @@ a module (a child Python process given its arguments as JSON, as Ansible runs it
 
 from __future__ import annotations
 
+import gzip
 import json
 import os
 import subprocess
@@ -76,3 +77,46 @@ def play(tmp_path):
         return proc.returncode, json.loads(out.read_text())
 
     return run
+
+
+# Synthetic gloo ranks and a combined_traces tree of them, shared by the analysis, report and
+# trace_parse tests (a fixture: pytest does not put tests/ on sys.path for plain imports).
+def step(name, ts, dur, cat="user_annotation", tid=1):
+    return {"ph": "X", "cat": cat, "name": name, "ts": ts, "dur": dur, "pid": 1, "tid": tid}
+
+
+def synthetic_rank(rank, world, compute_ms, steps=4, step_ms=100.0):
+    """A gloo rank: every step lasts step_ms (synchronous), compute_ms of it computing, the rest
+    waiting in the all-reduce for the slowest rank."""
+    events, t = [], 0.0
+    for i in range(steps):
+        events.append(step(f"ProfilerStep#{i}", t, step_ms * 1000))
+        events.append(step("standin_compute", t, compute_ms * 1000))
+        events.append(step("gloo:all_reduce", t + compute_ms * 1000, (step_ms - compute_ms) * 1000, tid=2))
+        t += step_ms * 1000
+    return {"distributedInfo": {"backend": "gloo", "rank": rank, "world_size": world}, "traceEvents": events}
+
+
+def combined_tree(tmp_path, compute_by_rank, ranks_per_node=2, bad_file=True, drop=()):
+    world = len(compute_by_rank)
+    root = tmp_path / "combined_traces"
+    names = {}
+    for rank, compute in enumerate(compute_by_rank):
+        if rank in drop:
+            continue
+        node = rank // ranks_per_node
+        names[node] = f"gpu-{chr(97 + node)}"
+        path = root / f"node_{node}" / "torch_profiler" / f"rank{rank}" / "trace.json.gz"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with gzip.open(path, "wt") as handle:
+            json.dump(synthetic_rank(rank, world, compute), handle)
+    if bad_file:
+        (root / "node_0" / "torch_profiler" / "broken.json").write_text('{"traceEvents": [')
+    manifest = {"nodes": [{"rank": n, "name": name} for n, name in names.items()]}
+    (root / "manifest.json").write_text(json.dumps(manifest))
+    return root
+
+
+@pytest.fixture(name="combined_tree")
+def combined_tree_fixture():
+    return combined_tree

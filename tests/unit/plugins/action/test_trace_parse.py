@@ -9,10 +9,8 @@ import shutil
 import sys
 from pathlib import Path
 
-from tests.unit.plugins.module_utils.test_analysis import combined_tree
 
-
-def test_the_report_is_made_by_the_controllers_python_with_its_plots(play, tmp_path):
+def test_the_report_is_made_by_the_controllers_python_with_its_plots(play, tmp_path, combined_tree):
     root = combined_tree(tmp_path, [50, 50, 90, 50], bad_file=False)
     bare = shutil.which("python3", path="/usr/bin")  # the system Python: no matplotlib, no msgspec
     task = {"traces_dir": str(root), "report_dir": str(tmp_path / "out")}
@@ -26,7 +24,7 @@ def test_the_report_is_made_by_the_controllers_python_with_its_plots(play, tmp_p
     assert json.loads((tmp_path / "out" / "aorta_benchmark_report.json").read_text())["status"] == "completed"
 
 
-def test_a_run_against_itself_as_baseline_is_the_same(play, tmp_path):
+def test_a_run_against_itself_as_baseline_is_the_same(play, tmp_path, combined_tree):
     root = combined_tree(tmp_path, [50, 50, 50, 50], bad_file=False)
     first = {"traces_dir": str(root), "report_dir": str(tmp_path / "then")}
     _rc, out = play({"aorta.cluster.trace_parse": first})

@@ -170,43 +170,7 @@ def test_bad_files_give_one_clear_error_naming_the_file(tmp_path, content, words
     assert words in result["error"]
 
 
-def step(name, ts, dur, cat="user_annotation", tid=1):
-    return {"ph": "X", "cat": cat, "name": name, "ts": ts, "dur": dur, "pid": 1, "tid": tid}
-
-
-def synthetic_rank(rank, world, compute_ms, steps=4, step_ms=100.0):
-    """A gloo rank: every step lasts step_ms (synchronous), compute_ms of it computing, the rest
-    waiting in the all-reduce for the slowest rank."""
-    events, t = [], 0.0
-    for i in range(steps):
-        events.append(step(f"ProfilerStep#{i}", t, step_ms * 1000))
-        events.append(step("standin_compute", t, compute_ms * 1000))
-        events.append(step("gloo:all_reduce", t + compute_ms * 1000, (step_ms - compute_ms) * 1000, tid=2))
-        t += step_ms * 1000
-    return {"distributedInfo": {"backend": "gloo", "rank": rank, "world_size": world}, "traceEvents": events}
-
-
-def combined_tree(tmp_path, compute_by_rank, ranks_per_node=2, bad_file=True, drop=()):
-    world = len(compute_by_rank)
-    root = tmp_path / "combined_traces"
-    names = {}
-    for rank, compute in enumerate(compute_by_rank):
-        if rank in drop:
-            continue
-        node = rank // ranks_per_node
-        names[node] = f"gpu-{chr(97 + node)}"
-        path = root / f"node_{node}" / "torch_profiler" / f"rank{rank}" / "trace.json.gz"
-        path.parent.mkdir(parents=True, exist_ok=True)
-        with gzip.open(path, "wt") as handle:
-            json.dump(synthetic_rank(rank, world, compute), handle)
-    if bad_file:
-        (root / "node_0" / "torch_profiler" / "broken.json").write_text('{"traceEvents": [')
-    manifest = {"nodes": [{"rank": n, "name": name} for n, name in names.items()]}
-    (root / "manifest.json").write_text(json.dumps(manifest))
-    return root
-
-
-def test_a_slow_rank_is_named_with_its_node_though_every_iteration_time_is_equal(tmp_path):
+def test_a_slow_rank_is_named_with_its_node_though_every_iteration_time_is_equal(tmp_path, combined_tree):
     root = combined_tree(tmp_path, [50, 50, 50, 50, 80, 50])
     report = _report.build_report(str(root), max_workers=2)
     iteration = {r["rank"]: r["iteration_time_ms"] for r in report["per_rank_summary"]}
@@ -220,7 +184,7 @@ def test_a_slow_rank_is_named_with_its_node_though_every_iteration_time_is_equal
     assert [e["file"] for e in report["errors"]] == [str(root / "node_0" / "torch_profiler" / "broken.json")]
 
 
-def test_a_whole_slow_node_is_reported(tmp_path):
+def test_a_whole_slow_node_is_reported(tmp_path, combined_tree):
     root = combined_tree(tmp_path, [50, 50, 80, 81, 50, 50], bad_file=False)
     report = _report.build_report(str(root), max_workers=1)
     assert [s["rank"] for s in report["stragglers"]] == [3, 2]
@@ -228,7 +192,7 @@ def test_a_whole_slow_node_is_reported(tmp_path):
     assert report["status"] == "completed"
 
 
-def test_missing_ranks_are_listed_and_the_rest_analysed(tmp_path):
+def test_missing_ranks_are_listed_and_the_rest_analysed(tmp_path, combined_tree):
     root = combined_tree(tmp_path, [50, 50, 50, 50], bad_file=False, drop=(3,))
     report = _report.build_report(str(root))
     assert report["missing_ranks"] == [3]
@@ -236,7 +200,7 @@ def test_missing_ranks_are_listed_and_the_rest_analysed(tmp_path):
     assert report["cluster"]["nodes"] == 2
 
 
-def test_report_fields_and_thresholds(tmp_path):
+def test_report_fields_and_thresholds(tmp_path, combined_tree):
     root = combined_tree(tmp_path, [50, 50, 50, 50], bad_file=False)
     report = _report.build_report(
         str(root),
@@ -278,7 +242,7 @@ def test_report_fields_and_thresholds(tmp_path):
         _report.build_report(str(root), expected_results={"max_iteration": 1})
 
 
-def test_outputs_are_written(tmp_path):
+def test_outputs_are_written(tmp_path, combined_tree):
     root = combined_tree(tmp_path, [50, 50, 80, 50], bad_file=False)
     report = _report.build_report(str(root))
     paths = _report.write_outputs(report, str(tmp_path / "out"))
@@ -318,7 +282,7 @@ def test_one_trace_without_distributed_info_is_a_one_process_run_not_a_failure(t
     assert all(c["passed"] or "no value" not in c["reason"] for c in report["validation"]["checks"])
 
 
-def test_report_from_node_summaries_needs_no_trace_here(tmp_path):
+def test_report_from_node_summaries_needs_no_trace_here(tmp_path, combined_tree):
     root = combined_tree(tmp_path, [50, 50, 90, 50], bad_file=False)
     summaries = []
     for path in _analysis.find_traces(str(root)):
@@ -333,6 +297,10 @@ def test_report_from_node_summaries_needs_no_trace_here(tmp_path):
 
 def test_chunked_decoding_survives_cuts_inside_strings(tmp_path, monkeypatch):
     """Events are decoded a few MB at a time, cut after '},'; a name holding '},' must not break it."""
+
+    def step(name, ts, dur, cat="user_annotation", tid=1):
+        return {"ph": "X", "cat": cat, "name": name, "ts": ts, "dur": dur, "pid": 1, "tid": tid}
+
     events = []
     for i in range(400):
         events.append(step(f"ProfilerStep#{i}", i * 1000.0, 900.0))

@@ -81,9 +81,7 @@ def test_two_profiled_steps_cannot_name_anyone_and_the_report_says_why(tmp_path)
     assert [s["rank"] for s in slow] == [3] and slow[0]["p_value_steps"] == pytest.approx(4 * 0.25**4)
 
 
-def test_baseline_says_regression_for_a_slower_run_and_same_for_an_equal_one(tmp_path):
-    from tests.unit.plugins.module_utils.test_analysis import combined_tree  # noqa: PLC0415
-
+def test_baseline_says_regression_for_a_slower_run_and_same_for_an_equal_one(tmp_path, combined_tree):
     healthy = _report.build_report(str(combined_tree(tmp_path / "a", [50, 50, 50, 50], bad_file=False)))
     _report.write_outputs(healthy, str(tmp_path / "then"))
     again = _report.build_report(str(combined_tree(tmp_path / "b", [50, 50, 50, 50], bad_file=False)))
