@@ -24,7 +24,7 @@ COLLECTION_LINK := .collections/ansible_collections/aorta/cluster
 export PATH := $(BIN):$(PATH)
 export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
 
-.PHONY: help venv link lint ruff ansible-lint sanity unit integration molecule test bench demo standin-up standin-down clean
+.PHONY: help venv link lint ruff typecheck ansible-lint sanity unit integration molecule test bench demo standin-up standin-down clean
 
 help:
 	@echo "make demo   whole pipeline on a local stand-in cluster (no GPU needed)"
@@ -63,7 +63,11 @@ sanity: venv $(SANITY_CORES:%=.venv-core-%/.installed)
 	.venv-core-$*/bin/pip install -q ansible-core==$(CORE_$*)
 	touch $@
 
-lint: ruff ansible-lint sanity
+lint: ruff typecheck ansible-lint sanity
+
+# mypy over every plugin, imported the way Ansible imports them (ansible_collections.aorta.cluster).
+typecheck: venv
+	cd .collections && $(BIN)/mypy --config-file $(CURDIR)/pyproject.toml -p ansible_collections.aorta.cluster.plugins
 
 unit: venv
 	$(BIN)/pytest tests/unit
@@ -77,7 +81,7 @@ molecule: venv
 	$(BIN)/molecule test -s standin
 
 test: venv
-	$(MAKE) ruff ansible-lint sanity molecule
+	$(MAKE) ruff typecheck ansible-lint sanity molecule
 	$(BIN)/pytest tests/unit tests/integration
 
 N ?= 2

@@ -32,7 +32,7 @@ from ansible_collections.aorta.cluster.plugins.module_utils import _timeline
 try:  # optional, faster decoding
     import msgspec
 except ImportError:  # pragma: no cover - exercised on nodes without msgspec
-    msgspec = None
+    msgspec = None  # type: ignore[assignment]
 
 GPU_CATS = ("kernel", "gpu_memcpy", "gpu_memset")
 LAUNCH_CATS = ("cuda_runtime", "cuda_driver")
@@ -213,7 +213,7 @@ def _args(event) -> dict:
 
 def union(intervals) -> list:
     """Merged, sorted (start, end) intervals."""
-    merged = []
+    merged: list = []
     for start, end in sorted(intervals):
         if merged and start <= merged[-1][1]:
             merged[-1][1] = max(merged[-1][1], end)
@@ -340,7 +340,11 @@ def analyse(path: str, include_unlinked_kernels: bool = False) -> dict:
             elif event.ph == "f":
                 flow_end[event.id] = (event.pid, event.tid)
 
-    comp, comm, memcpy, categories, collectives = [], [], [], {}, {}
+    comp: list = []
+    comm: list = []
+    memcpy: list = []
+    categories: dict = {}
+    collectives: dict = {}
     for event in gpu:
         if not include_unlinked_kernels:
             corr = _args(event).get("correlation")

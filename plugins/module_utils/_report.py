@@ -61,7 +61,7 @@ def _node_of(path: str, traces_dir: str, names: dict) -> str:
     rel = os.path.relpath(path, traces_dir)
     match = _NODE_DIR.search("/" + rel)
     if match:
-        return names.get(match.group(1), match.group(1))
+        return str(names.get(match.group(1), match.group(1)))
     return os.path.dirname(rel) or "."
 
 
@@ -121,7 +121,7 @@ def stragglers(ranks: list, threshold: float, evidence: dict | None = None, alph
     for rank, item in evidence.items():
         if rank in by_rank and item.get("step_compute_ms"):
             steps[rank] = {int(k): v for k, v in item["step_compute_ms"]}
-    test = {"alpha": alpha, "threshold": threshold, "ranks": len(steps), "steps": 0, "collectives": 0}
+    test: dict = {"alpha": alpha, "threshold": threshold, "ranks": len(steps), "steps": 0, "collectives": 0}
     if len(steps) < 2:
         test["verdict"] = "not tested: fewer than two ranks with profiled steps"
         return [], [], test
@@ -570,8 +570,8 @@ def _why_html(diagnosis) -> str:
     if errors:
         parts.append("<h3>Kernel log</h3><table><tr><th>node</th><th>at</th><th>kind</th><th>line</th></tr>")
         for row in errors:
-            cells = (row.get("node"), row.get("at"), row.get("kind"), row.get("line"))
-            parts.append("<tr>" + "".join(f"<td>{_esc(c if c is not None else '')}</td>" for c in cells) + "</tr>")
+            line = (row.get("node"), row.get("at"), row.get("kind"), row.get("line"))
+            parts.append("<tr>" + "".join(f"<td>{_esc(c if c is not None else '')}</td>" for c in line) + "</tr>")
         parts.append("</table>")
     if diagnosis.get("evidence"):
         parts.append("<p>Evidence: " + ", ".join(_esc(p) for p in diagnosis["evidence"]) + "</p>")

@@ -41,7 +41,7 @@ def find_new_files(root: str, floor: float, excluded=EXCLUDED_DIRS) -> list:
     Files older than the floor belong to an earlier run and are never taken; nor is anything
     under an excluded directory, nor a symlink.
     """
-    found = []
+    found: list = []
     if not os.path.isdir(root):
         return found
     for dirpath, dirnames, filenames in os.walk(root):
@@ -120,7 +120,7 @@ def pack(root: str, files: list, archive: str, compression: str, run_command) ->
         mode, kwargs, target = "w", {}, tar_tmp if compression == "zstd" else tmp
         if compression == "gzip":
             mode, kwargs = "w:gz", {"compresslevel": 1}
-        with tarfile.open(target, mode=mode, format=tarfile.PAX_FORMAT, **kwargs) as tar:
+        with tarfile.open(target, mode=mode, format=tarfile.PAX_FORMAT, **kwargs) as tar:  # type: ignore[call-overload]
             for rel in files:
                 tar.add(os.path.join(root, rel), arcname=rel, recursive=False)
         if compression == "zstd":
@@ -160,8 +160,11 @@ def unpack(archive: str, dest: str, compression: str, run_command) -> list:
                     raise TraceError(f"{archive}: refusing archive member {member.name!r} (not a plain relative file)")
                 target = os.path.join(dest, member.name)
                 os.makedirs(os.path.dirname(target), exist_ok=True)
+                content = tar.extractfile(member)
+                if content is None:  # not a regular file: refused above, never reached
+                    raise TraceError(f"{archive}: {member.name!r} has no content")
                 with open(target, "wb") as out:
-                    shutil.copyfileobj(tar.extractfile(member), out, _CHUNK)
+                    shutil.copyfileobj(content, out, _CHUNK)
                 os.utime(target, (member.mtime, member.mtime))
                 names.append(member.name)
     except (tarfile.TarError, EOFError, zlib_error, gzip.BadGzipFile) as exc:

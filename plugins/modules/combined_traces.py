@@ -251,7 +251,7 @@ def current_manifest(dest):
         return None
 
 
-def main():
+def main() -> None:
     module = AnsibleModule(
         argument_spec={
             "dest": {"type": "path", "required": True},

@@ -112,7 +112,7 @@ from ansible_collections.aorta.cluster.plugins.module_utils._ports import (
 )
 
 
-def main():
+def main() -> None:
     module = AnsibleModule(
         argument_spec={
             "addresses": {"type": "list", "elements": "str", "default": ["0.0.0.0"]},

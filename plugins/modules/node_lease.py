@@ -114,7 +114,7 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.aorta.cluster.plugins.module_utils._lease import Lease, LeaseError, LeaseHeld, refusal, take
 
 
-def main():
+def main() -> None:
     module = AnsibleModule(
         argument_spec={
             "state": {"type": "str", "choices": ["acquired", "released"], "default": "acquired"},

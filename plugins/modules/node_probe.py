@@ -112,7 +112,7 @@ from ansible_collections.aorta.cluster.plugins.module_utils._ports import PortEr
 from ansible_collections.aorta.cluster.plugins.module_utils._probe import gather, tool_facts
 
 
-def main():
+def main() -> None:
     module = AnsibleModule(
         argument_spec={
             "docker": {"type": "str", "default": "docker"},
@@ -128,7 +128,7 @@ def main():
         supports_check_mode=True,
     )
     p = module.params
-    result = {"changed": False}
+    result: dict = {"changed": False}
 
     run = module.run_command  # run(argv) -> (rc, stdout, stderr), as _lease and _probe expect
 

@@ -99,7 +99,7 @@ from ansible.module_utils.basic import AnsibleModule
 PROBE_FILE = ".aorta-write-test"
 
 
-def main():
+def main() -> None:
     module = AnsibleModule(
         argument_spec={
             "container": {"type": "str", "required": True},

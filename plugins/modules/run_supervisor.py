@@ -185,7 +185,7 @@ def status_path(directory, run_id):
     return os.path.join(directory, "runs", f"{run_id}.json")
 
 
-def main():
+def main() -> None:
     module = AnsibleModule(
         argument_spec={
             "run_id": {"type": "str", "required": True},

@@ -73,7 +73,7 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.aorta.cluster.plugins.module_utils._ports import accept_peers
 
 
-def main():
+def main() -> None:
     module = AnsibleModule(
         argument_spec={
             "port": {"type": "int", "required": True},

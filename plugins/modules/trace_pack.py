@@ -97,7 +97,7 @@ from ansible_collections.aorta.cluster.plugins.module_utils._traces import (
 )
 
 
-def main():
+def main() -> None:
     module = AnsibleModule(
         argument_spec={
             "root": {"type": "path", "required": True},

@@ -201,7 +201,7 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.aorta.cluster.plugins.module_utils._report import TASK_ARGUMENT_SPEC, run_task
 
 
-def main():
+def main() -> None:
     module = AnsibleModule(argument_spec=TASK_ARGUMENT_SPEC, supports_check_mode=True)
     result, failure = run_task(module.params, module.check_mode)
     if failure:

@@ -65,7 +65,7 @@ from ansible_collections.aorta.cluster.plugins.module_utils._analysis import fin
 from ansible_collections.aorta.cluster.plugins.module_utils._report import analyse_all
 
 
-def main():
+def main() -> None:
     module = AnsibleModule(
         argument_spec={
             "root": {"type": "path", "required": True},

@@ -95,7 +95,12 @@ def _keep_repeats(pairs: list[tuple[str, Any]]) -> _Object:
     obj = _Object(pairs)
     if len(obj) != len(pairs):
         seen: set[str] = set()
-        obj.repeated = tuple(key for key, _value in pairs if key in seen or seen.add(key))
+        repeated = []
+        for key, _value in pairs:
+            if key in seen:
+                repeated.append(key)
+            seen.add(key)
+        obj.repeated = tuple(repeated)
     return obj
 
 

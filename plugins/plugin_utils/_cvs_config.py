@@ -28,7 +28,7 @@ TOP = {
     "skip_rccl_build": "aorta_skip_rccl_build",
     "expected_results": "aorta_expected_results",
 }
-BLOCKS = {
+BLOCKS: dict[str, dict[str, Any]] = {
     "docker": {
         "image": "aorta_docker_image",
         "container_name": "aorta_docker_container_name",

@@ -135,7 +135,7 @@ def hang_diagnosis(ranks: Mapping[int, Mapping[str, Any]]) -> dict[str, Any]:
         method = "flight recorder"
         break
     if not behind:
-        steps = {r: row.get("steps") for r, row in rows.items() if row.get("steps") is not None}
+        steps: dict[int, int] = {r: int(row["steps"]) for r, row in rows.items() if row.get("steps") is not None}
         if steps and min(steps.values()) != max(steps.values()):
             low = min(steps.values())
             behind = {r for r, s in steps.items() if s == low}
@@ -184,7 +184,8 @@ def tracebacks(log: str) -> dict[int, dict[str, Any]]:
         starts = [i for i, line in enumerate(text) if line.startswith("Traceback (most recent call last)")]
         if not starts:
             continue
-        frames, exception = [], None
+        frames: list[dict[str, Any]] = []
+        exception: dict[str, Any] | None = None
         for line in text[starts[-1] + 1 :]:
             where = _FILE_LINE.match(line)
             if where:
@@ -199,7 +200,7 @@ def tracebacks(log: str) -> dict[int, dict[str, Any]]:
         if exception is None:
             continue
         user = [f for f in frames if is_user_file(f["file"])]
-        frame = (user or frames or [None])[-1]
+        frame = (user or frames)[-1] if (user or frames) else None
         found[rank] = dict(
             exception,
             frame=_where(frame["name"], frame["file"], frame["line"]) if frame else None,

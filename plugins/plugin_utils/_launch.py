@@ -109,11 +109,12 @@ def _override_items(overrides: Any) -> list[tuple[Any, Any]]:
     if isinstance(overrides, Mapping):
         return list(overrides.items())
     if isinstance(overrides, Sequence) and not isinstance(overrides, str):
-        items = []
+        items: list[tuple[Any, Any]] = []
         for token in overrides:
             if not isinstance(token, str) or "=" not in token:
                 raise LaunchError(f"aorta_training_overrides: entries must be 'key=value', got {token!r}")
-            items.append(tuple(token.split("=", 1)))
+            key, value = token.split("=", 1)
+            items.append((key, value))
         return items
     raise LaunchError("aorta_training_overrides: must be a mapping of dotted keys to values")
 

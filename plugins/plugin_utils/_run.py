@@ -92,7 +92,7 @@ def _laggard_nodes(nodes: Sequence[Mapping[str, Any]]) -> set[str]:
     if not steps or min(steps.values()) == max(steps.values()):
         return set()
     least = min(steps.values())
-    return {name for (name, _rank), count in steps.items() if count == least}
+    return {str(name) for (name, _rank), count in steps.items() if count == least}
 
 
 def _describe(node: Mapping[str, Any], laggard: bool) -> str:
