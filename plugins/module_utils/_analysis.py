@@ -387,7 +387,13 @@ def analyse(path: str, include_unlinked_kernels: bool = False) -> dict:
         result["gpu_timeline"] = _gpu_timeline(comp, comm, memcpy)
 
     step_durations = [(end - start) / 1000.0 for start, end in sorted(steps)]
-    result["iterations"] = _stats(step_durations)
+    # The profiler's last ProfilerStep#N is opened by the final step() and closed at export: a
+    # sliver, not a training step. Counted, it halves a short run's mean and swamps its spread.
+    full = step_durations
+    if len(step_durations) > 2 and step_durations[-1] < PARTIAL_STEP * statistics.median(step_durations[:-1]):
+        full = step_durations[:-1]
+    result["iterations"] = _stats(full)
+    result["partial_steps"] = len(step_durations) - len(full)
     result.update(_per_step_evidence(result, steps, step_numbers, comp, comm, cpu_ops, cpu_comm, collectives_cpu))
     result["timeline"] = _timeline.select(
         event_count,
@@ -415,6 +421,7 @@ def _length_within(merged, starts, low, high) -> float:
     return total
 
 
+PARTIAL_STEP = 0.5  # the last profiler step, under this share of the others' median, is the closing sliver
 EVIDENCE_MAX = 4096  # per trace: enough steps and collectives for a test, bounded for summaries
 
 

@@ -315,3 +315,28 @@ def test_chunked_decoding_survives_cuts_inside_strings(tmp_path, monkeypatch):
     assert chunked["iterations"] == plain["iterations"] and chunked["iterations"]["count"] == 400
     assert chunked["comm_time_ms"] == pytest.approx(plain["comm_time_ms"])
     assert chunked["compute_time_ms"] == pytest.approx(plain["compute_time_ms"])
+
+
+def test_the_profilers_closing_sliver_of_a_step_is_not_an_iteration(tmp_path):
+    """Kineto's last ProfilerStep#N runs from the final step() to the export: counted, it halved a
+    short run's mean step and swamped its spread."""
+    events = [
+        {
+            "ph": "X",
+            "cat": "user_annotation",
+            "name": f"ProfilerStep#{i}",
+            "ts": i * 100.0,
+            "dur": 80.0,
+            "pid": 1,
+            "tid": 1,
+        }
+        for i in range(4)
+    ]
+    events.append(
+        {"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#4", "ts": 400.0, "dur": 0.2, "pid": 1, "tid": 1}
+    )
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps({"traceEvents": events}))
+    result = _analysis.analyse(str(path))
+    assert result["iterations"]["count"] == 4 and result["iterations"]["mean"] == pytest.approx(0.08)
+    assert result["partial_steps"] == 1

@@ -130,3 +130,20 @@ def test_cvs_max_avg_iteration_ms_means_what_it_means_in_cvs(tmp_path, shared_di
     assert window == pytest.approx(56.51760, rel=1e-3)  # TraceLens' total_time for this trace
     (check,) = report["validation"]["checks"]
     assert check["passed"] is passed
+
+
+BASELINES = Path(__file__).parent / "baseline_data"
+
+
+@pytest.mark.parametrize(
+    ("run", "verdict"), [("ok2", "same"), ("ok3", "same"), ("slow1", "regression"), ("slow2", "regression")]
+)
+def test_against_a_healthy_baseline_a_run_with_a_slow_rank_is_a_regression_and_a_healthy_one_is_not(
+    tmp_path, run, verdict
+):
+    _report.write_outputs(_report.build_report(str(BASELINES / "ok1")), str(tmp_path / "then"))
+    now = _report.build_report(str(BASELINES / run))
+    result = _report.compare_baseline(now, str(tmp_path / "then"))
+    assert result["verdict"] == verdict, result
+    if verdict == "regression":
+        assert now["stragglers"][0]["rank"] == 2  # and the report says who
