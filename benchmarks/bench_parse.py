@@ -87,10 +87,10 @@ def main() -> int:
             quarter.append(str(path))
         pool = run_child(
             "import json\n"
-            "from ansible_collections.aorta.cluster.plugins.module_utils import _report\n"
+            "from ansible_collections.aorta.cluster.plugins.module_utils import _analysis\n"
             f"paths = {quarter!r}\n"
-            "t = time.perf_counter(); _report.analyse_all(paths, max_workers=1); seq = time.perf_counter() - t\n"
-            "t = time.perf_counter(); _report.analyse_all(paths, max_workers=2); par = time.perf_counter() - t\n"
+            "t = time.perf_counter(); _analysis.analyse_all(paths, max_workers=1); seq = time.perf_counter() - t\n"
+            "t = time.perf_counter(); _analysis.analyse_all(paths, max_workers=2); par = time.perf_counter() - t\n"
             "print(json.dumps({'seq': seq, 'par': par}))\n"
         )
     ratio = ours["s"] / orjson_run["s"]

@@ -26,6 +26,7 @@ import json
 import os
 import re
 import statistics
+from concurrent.futures import ProcessPoolExecutor
 
 from ansible_collections.aorta.cluster.plugins.module_utils import _timeline
 
@@ -527,3 +528,12 @@ def find_traces(root: str) -> list:
                 continue
             found.append(os.path.join(dirpath, name))
     return sorted(found)
+
+
+def analyse_all(paths, include_unlinked_kernels=False, max_workers=None) -> list:
+    """Per-file summaries, in a bounded process pool (files are independent; decoding is CPU-bound)."""
+    workers = max(1, min(max_workers or os.cpu_count() or 1, len(paths) or 1))
+    if workers == 1:
+        return [safe_analyse(p, include_unlinked_kernels) for p in paths]
+    with ProcessPoolExecutor(max_workers=workers) as pool:
+        return list(pool.map(safe_analyse, paths, [include_unlinked_kernels] * len(paths)))

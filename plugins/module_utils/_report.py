@@ -18,10 +18,9 @@ import os
 import re
 import statistics
 import sys
-from concurrent.futures import ProcessPoolExecutor
 
 from ansible_collections.aorta.cluster.plugins.module_utils import _analysis, _timeline
-from ansible_collections.aorta.cluster.plugins.module_utils._analysis import TIMELINE_ROWS, find_traces, safe_analyse
+from ansible_collections.aorta.cluster.plugins.module_utils._analysis import TIMELINE_ROWS, analyse_all, find_traces
 
 THRESHOLDS = ("max_avg_iteration_ms", "min_compute_ratio", "min_overlap_ratio", "max_time_variance_ratio")
 # What each threshold may be, as CVS accepts them: (low, high, whether low itself is allowed).
@@ -36,15 +35,6 @@ _NODE_DIR = re.compile(r"(?:^|/)(node_\d+)/")
 
 class ReportError(Exception):
     """Bad input to the report (unknown threshold, no such directory); the message names it."""
-
-
-def analyse_all(paths, include_unlinked_kernels=False, max_workers=None) -> list:
-    """Per-file summaries, in a bounded process pool (files are independent; decoding is CPU-bound)."""
-    workers = max(1, min(max_workers or os.cpu_count() or 1, len(paths) or 1))
-    if workers == 1:
-        return [safe_analyse(p, include_unlinked_kernels) for p in paths]
-    with ProcessPoolExecutor(max_workers=workers) as pool:
-        return list(pool.map(safe_analyse, paths, [include_unlinked_kernels] * len(paths)))
 
 
 def _node_names(traces_dir: str) -> dict:

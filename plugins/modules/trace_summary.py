@@ -61,8 +61,8 @@ summaries:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.aorta.cluster.plugins.module_utils._analysis import find_traces
-from ansible_collections.aorta.cluster.plugins.module_utils._report import analyse_all
+# The analysis only: the node does not need the report's renderer (HTML, plots, CSV).
+from ansible_collections.aorta.cluster.plugins.module_utils._analysis import analyse_all, find_traces
 
 
 def main() -> None:

@@ -36,3 +36,18 @@ def test_no_two_test_files_share_a_basename():
     for path in sorted((REPO / "tests").rglob("test_*.py")):
         seen.setdefault(path.name, []).append(str(path.relative_to(REPO)))
     assert {name: paths for name, paths in seen.items() if len(paths) > 1} == {}
+
+
+def test_the_node_side_summary_does_not_ship_the_renderer():
+    """trace_summary runs on every node: what it imports (Ansible bundles it) stays the analysis."""
+    utils = REPO / "plugins" / "module_utils"
+    pattern = re.compile(r"plugins\.module_utils(?:\._(\w+)| import ([\w, ]+))")
+    todo, shipped = [REPO / "plugins" / "modules" / "trace_summary.py"], set()
+    while todo:
+        text = todo.pop().read_text()
+        for single, several in pattern.findall(text):
+            for name in [single] if single else [n.strip().lstrip("_") for n in several.split(",")]:
+                if name and name not in shipped and (utils / f"_{name}.py").exists():
+                    shipped.add(name)
+                    todo.append(utils / f"_{name}.py")
+    assert shipped == {"analysis", "timeline"}, shipped
