@@ -113,8 +113,12 @@ def hang_diagnosis(ranks: Mapping[int, Mapping[str, Any]]) -> dict[str, Any]:
     behind: set[int] = set()
     waiting = ""
     method = "undetermined"
+    # A rank without a dump (or a stack) may be the very one the others wait for: comparing only
+    # the ranks that answered would name the wrong rank without saying so. Those methods need all.
+    no_dump = sorted(r for r, row in rows.items() if not row.get("flight_recorder"))
+    no_stack = sorted(r for r, row in rows.items() if not row.get("stack"))
     # The flight recorder: in a group every rank has used, the lowest last collective is behind.
-    groups = sorted({g for row in rows.values() for g in row["collectives"]})
+    groups = [] if no_dump else sorted({g for row in rows.values() for g in row["collectives"]})
     for group in groups:
         seqs = {r: row["collectives"][group]["seq"] for r, row in rows.items() if group in row["collectives"]}
         if len(seqs) < 2 or min(seqs.values()) == max(seqs.values()):
@@ -141,7 +145,7 @@ def hang_diagnosis(ranks: Mapping[int, Mapping[str, Any]]) -> dict[str, Any]:
             behind = {r for r, s in steps.items() if s == low}
             waiting = f"{_ranks_text(set(steps) - behind)} ahead, at up to {max(steps.values())} steps"
             method = "steps"
-    if not behind:
+    if not behind and not no_stack:
         where = {r: row["stack"]["in"] for r, row in rows.items() if row.get("stack")}
         counts: dict[str, int] = {}
         for text in where.values():
@@ -168,7 +172,12 @@ def hang_diagnosis(ranks: Mapping[int, Mapping[str, Any]]) -> dict[str, Any]:
                 "steps": row.get("steps"),
             }
         )
-    return {"behind": out, "waiting": waiting, "method": method}
+    missing = []
+    if no_dump:
+        missing.append(f"no flight-recorder dump from {_ranks_text(no_dump)}")
+    if no_stack:
+        missing.append(f"no stack from {_ranks_text(no_stack)}")
+    return {"behind": out, "waiting": waiting, "method": method, "missing_evidence": missing}
 
 
 def tracebacks(log: str) -> dict[int, dict[str, Any]]:
@@ -266,7 +275,9 @@ def summary(status: str, diagnosis: Mapping[str, Any]) -> str:
     if not behind:
         if status == "COMPLETED":
             return "COMPLETED" + tail
-        return f"{status}: no rank singled out ({diagnosis.get('method') or 'undetermined'})" + tail
+        gaps = "; ".join(diagnosis.get("missing_evidence") or [])
+        why = diagnosis.get("method") or "undetermined"
+        return f"{status}: no rank singled out ({why}{'; ' + gaps if gaps else ''})" + tail
     parts = []
     for row in behind[:4]:
         text = f"rank {row['rank']} ({row.get('node')})"
@@ -286,7 +297,9 @@ def summary(status: str, diagnosis: Mapping[str, Any]) -> str:
     waiting = diagnosis.get("waiting") or ""
     if waiting and verb:
         waiting = waiting.replace(" in ", f" {verb} ", 1)
-    return f"{status}: {'; '.join(parts)}{more}" + (f"; {waiting}" if waiting else "") + tail
+    gaps = diagnosis.get("missing_evidence") or []
+    gaps_text = f" (by {diagnosis.get('method')}: {', '.join(gaps)})" if gaps else ""
+    return f"{status}: {'; '.join(parts)}{more}" + (f"; {waiting}" if waiting else "") + gaps_text + tail
 
 
 def _read(path: str, limit: int = 64 * 1024 * 1024) -> bytes | None:

@@ -81,7 +81,26 @@ def test_missing_evidence_narrows_the_answer_and_a_bad_dump_is_named(tmp_path):
     out = d.diagnose_run(str(tmp_path), "TIMEOUT", nodes, 2)
     assert out["behind"] == [] and out["method"] == "undetermined"
     assert out["problems"] and "fr_rank0" in out["problems"][0]
-    assert out["summary"] == "TIMEOUT: no rank singled out (undetermined)"
+    assert out["summary"] == (
+        "TIMEOUT: no rank singled out (undetermined; no flight-recorder dump from ranks 0, 1, 2, 3; "
+        "no stack from ranks 0, 1, 2, 3)"
+    )
+
+
+def test_a_node_whose_dumps_never_arrived_does_not_let_the_others_name_the_wrong_rank(tmp_path):
+    """Seen in CI: node 0's archive was lost, so only ranks 2 and 3 had dumps; comparing those two
+    named rank 3 behind (it was a collective behind rank 2) while rank 1 on the lost node hung."""
+    shutil.copytree(DATA / "hang", tmp_path / "hang")
+    shutil.rmtree(tmp_path / "hang" / "combined_traces" / "node_0")
+    nodes = recorded("hang")
+    out = d.diagnose_run(str(tmp_path / "hang"), "TIMEOUT", nodes, 2)
+    assert out["method"] == "steps" and [r["rank"] for r in out["behind"]] == [1]  # its 0 steps tell
+    assert out["missing_evidence"] == ["no flight-recorder dump from ranks 0, 1", "no stack from ranks 0, 1"]
+    assert "by steps: no flight-recorder dump from ranks 0, 1" in out["summary"]
+    for node in nodes:
+        node["progress"] = {k: 1 for k in node["progress"]}
+    out = d.diagnose_run(str(tmp_path / "hang"), "TIMEOUT", nodes, 2)
+    assert out["behind"] == [] and out["method"] == "undetermined"
 
 
 def test_a_dump_naming_a_class_is_refused_and_json_dumps_load():
