@@ -297,8 +297,8 @@ def summary(status: str, diagnosis: Mapping[str, Any]) -> str:
     waiting = diagnosis.get("waiting") or ""
     if waiting and verb:
         waiting = waiting.replace(" in ", f" {verb} ", 1)
-    gaps = diagnosis.get("missing_evidence") or []
-    gaps_text = f" (by {diagnosis.get('method')}: {', '.join(gaps)})" if gaps else ""
+    missing = list(diagnosis.get("missing_evidence") or [])
+    gaps_text = f" (by {diagnosis.get('method')}: {', '.join(missing)})" if missing else ""
     return f"{status}: {'; '.join(parts)}{more}" + (f"; {waiting}" if waiting else "") + gaps_text + tail
 
 
