@@ -19,6 +19,8 @@ import re
 import statistics
 import sys
 
+from ansible.module_utils.common.validation import check_type_dict
+
 from ansible_collections.aorta.cluster.plugins.module_utils import _analysis, _timeline
 from ansible_collections.aorta.cluster.plugins.module_utils._analysis import TIMELINE_ROWS, analyse_all, find_traces
 
@@ -217,6 +219,11 @@ def threshold_problems(expected) -> list:
     """Each bad threshold of ``expected`` as one line naming it (for checks before the launch)."""
     if expected in (None, ""):
         return []
+    if isinstance(expected, str):  # an AWX survey answer: JSON or k=v words, as the task reads it
+        try:
+            expected = check_type_dict(expected)
+        except (TypeError, ValueError) as exc:
+            return [f"aorta_expected_results: {expected!r} is not a mapping ({exc})"]
     if not isinstance(expected, dict):
         return ["aorta_expected_results: must be a mapping of threshold names to numbers"]
     problems = []

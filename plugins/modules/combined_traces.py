@@ -99,7 +99,7 @@ EXAMPLES = r"""
       - rank: 0
         name: gpu-a01
         state: ok
-        archive: /results/r1/.staging/node_0.tar
+        archive: /results/r1/.staging/node_0/traces.tar
         archive_sha256: "6d1f..."
         compression: zstd
         files:

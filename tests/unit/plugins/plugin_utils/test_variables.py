@@ -85,3 +85,10 @@ def test_cvs_default_thresholds_pass_and_an_unknown_one_is_named():
     assert check({"aorta_expected_results": dict(cvs, max_time_variance_ratio="0.5")}) == []
     (error,) = check({"aorta_expected_results": dict(cvs, max_avg_iteration=5)})
     assert "unknown threshold max_avg_iteration" in error
+
+
+def test_a_survey_answer_in_text_is_read_as_the_task_reads_it():
+    assert check({"aorta_expected_results": "max_avg_iteration_ms=600000 min_compute_ratio=0.0"}) == []
+    assert check({"aorta_expected_results": '{"min_compute_ratio": 0.5}'}) == []
+    (error,) = check({"aorta_expected_results": "min_compute_ratio=2"})
+    assert error.startswith("aorta_expected_results: min_compute_ratio: '2' ")
