@@ -20,7 +20,7 @@ The script runs on the container's own Python (any 3.6+), so it keeps to old syn
 
 from __future__ import annotations
 
-import hashlib
+from ansible_collections.aorta.cluster.plugins.module_utils._traces import sha256_file
 
 PYSPY_IN_CONTAINER = "/tmp/aorta-cluster-py-spy"
 
@@ -156,18 +156,6 @@ print("captured %d ranks" % len(ranks))
 """
 
 
-def file_sha256(path):
-    """Hex sha256 of a file, or None when it cannot be read."""
-    digest = hashlib.sha256()
-    try:
-        with open(path, "rb") as handle:
-            for block in iter(lambda: handle.read(1 << 20), b""):
-                digest.update(block)
-    except OSError:
-        return None
-    return digest.hexdigest()
-
-
 def capture_argvs(docker, container, out_dir, seconds, pyspy_path=None, pyspy_sha256=None):
     """The commands of the capture, in order, and a note on py-spy (empty when it will be used).
 
@@ -177,7 +165,10 @@ def capture_argvs(docker, container, out_dir, seconds, pyspy_path=None, pyspy_sh
     note = ""
     use_pyspy = False
     if pyspy_path:
-        actual = file_sha256(pyspy_path)
+        try:
+            actual = sha256_file(pyspy_path)
+        except OSError:
+            actual = None
         if actual is None:
             note = f"py-spy: {pyspy_path} not on this node"
         elif pyspy_sha256 and actual != pyspy_sha256:

@@ -18,6 +18,8 @@ import json
 import os
 import time
 
+from ansible_collections.aorta.cluster.plugins.module_utils._lease import shared_dir
+
 GPU_DEVICES = ("/dev/kfd", "/dev/dri")
 CONTAINER_DEVICES = ("/dev/kfd", "/dev/dri", "/dev/infiniband")
 
@@ -114,10 +116,7 @@ def tool_facts(tools, check_mode=False):
         except OSError:
             facts[tool["name"]] = False
         if not facts[tool["name"]] and not check_mode:
-            parent = os.path.dirname(path)
-            if not os.path.isdir(parent):
-                os.makedirs(parent, exist_ok=True)
-                os.chmod(parent, 0o1777)
+            shared_dir(os.path.dirname(path))
     return facts
 
 

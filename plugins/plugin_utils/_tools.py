@@ -10,31 +10,29 @@ directory, and the supervisor copies it into the container only at a deadline.
 
 from __future__ import annotations
 
-import hashlib
 import os
 import shutil
 import sys
 from typing import Any
 
+from ansible_collections.aorta.cluster.plugins.module_utils._traces import sha256_file
+
 _HASHES: dict[tuple[str, int, float], str] = {}
+_OFF = ("", "false", "False", "off", "none")
 
 
 def _sha256(path: str) -> str:
     info = os.stat(path)
     key = (path, info.st_size, info.st_mtime)
     if key not in _HASHES:  # once per controller process: a probe per node must not rehash 8 MB
-        digest = hashlib.sha256()
-        with open(path, "rb") as handle:
-            for block in iter(lambda: handle.read(1 << 20), b""):
-                digest.update(block)
-        _HASHES[key] = digest.hexdigest()
+        _HASHES[key] = sha256_file(path)
     return _HASHES[key]
 
 
 def find_pyspy(setting: Any) -> str:
     """The controller's py-spy: ``setting`` is a path, ``auto`` (beside this Python, then PATH) or empty (off)."""
     text = "" if setting is None else str(setting).strip()
-    if text in ("", "false", "False", "off", "none"):
+    if text in _OFF:
         return ""
     if text != "auto":
         return text

@@ -127,7 +127,7 @@ def test_capture_says_when_nobody_reads_the_pipe_and_keeps_within_its_budget(tmp
 def test_argvs_use_py_spy_only_when_the_node_file_has_the_controllers_hash(tmp_path):
     tool = tmp_path / "py-spy-abc"
     tool.write_bytes(b"binary")
-    good = _capture.file_sha256(str(tool))
+    good = _capture.sha256_file(str(tool))
     argvs, note = _capture.capture_argvs("docker", "c1", "/mnt/out/diagnostics", 25, str(tool), good)
     assert note == "" and argvs[0] == ["docker", "cp", str(tool), f"c1:{_capture.PYSPY_IN_CONTAINER}"]
     assert argvs[1][:6] == ["docker", "exec", "c1", "python3", "-c", _capture.CAPTURE_SCRIPT]
