@@ -346,7 +346,16 @@ def analyse(path: str, include_unlinked_kernels: bool = False) -> dict:
     memcpy: list = []
     categories: dict = {}
     collectives: dict = {}
+    # The timeline shows every GPU event, linked or not; each event is named and classed once here.
+    gpu_collectives, gpu_activity = [], []
     for event in gpu:
+        span = (event.ts, event.ts + event.dur)
+        name = _name(event)
+        comm_kernel = event.cat == "kernel" and _is_comm(name)
+        if comm_kernel:
+            gpu_collectives.append((name, span))
+        else:
+            gpu_activity.append((name, span, event.tid))
         if not include_unlinked_kernels:
             corr = _args(event).get("correlation")
             linked = corr in graph_corr or (
@@ -354,13 +363,11 @@ def analyse(path: str, include_unlinked_kernels: bool = False) -> dict:
             )
             if not linked:
                 continue
-        span = (event.ts, event.ts + event.dur)
-        name = _name(event)
         if event.cat == "gpu_memcpy" or (event.cat == "kernel" and name.startswith(MEMCPY_KERNEL_PREFIXES)):
             memcpy.append(span)
             categories["memcpy"] = categories.get("memcpy", 0.0) + event.dur
             continue
-        if event.cat == "kernel" and _is_comm(name):
+        if comm_kernel:
             comm.append(span)
             args = _args(event)
             key = args.get("Collective name") or name.split("(")[0]
@@ -384,8 +391,9 @@ def analyse(path: str, include_unlinked_kernels: bool = False) -> dict:
         "kernel_time_by_category_ms": {k: v / 1000.0 for k, v in sorted(categories.items())},
         "collectives": {k: dict(v, time_ms=round(v["time_ms"], 6)) for k, v in sorted(collectives.items())},
     }
+    comp_u = union(comp)  # merged once: the timeline figures and the per-step evidence both use it
     if result["gpu"]:
-        result["gpu_timeline"] = _gpu_timeline(comp, comm, memcpy)
+        result["gpu_timeline"] = _gpu_timeline(comp_u, comm, memcpy)
 
     step_durations = [(end - start) / 1000.0 for start, end in sorted(steps)]
     # The profiler's last ProfilerStep#N is opened by the final step() and closed at export: a
@@ -395,17 +403,13 @@ def analyse(path: str, include_unlinked_kernels: bool = False) -> dict:
         full = step_durations[:-1]
     result["iterations"] = _stats(full)
     result["partial_steps"] = len(step_durations) - len(full)
-    result.update(_per_step_evidence(result, steps, step_numbers, comp, comm, cpu_ops, cpu_comm, collectives_cpu))
+    result.update(_per_step_evidence(result, steps, step_numbers, comp_u, comm, cpu_ops, cpu_comm, collectives_cpu))
     result["timeline"] = _timeline.select(
         event_count,
         base_ns,
         [(f"ProfilerStep#{step_numbers[span]}", span) for span in steps],
-        [(_name(e), (e.ts, e.ts + e.dur)) for e in gpu if e.cat == "kernel" and _is_comm(_name(e))]
-        if result["gpu"]
-        else collective_names,
-        [(_name(e), (e.ts, e.ts + e.dur), e.tid) for e in gpu if not (e.cat == "kernel" and _is_comm(_name(e)))]
-        if result["gpu"]
-        else [(name, span, "cpu") for name, span in annotations],
+        gpu_collectives if result["gpu"] else collective_names,
+        gpu_activity if result["gpu"] else [(name, span, "cpu") for name, span in annotations],
     )
     result.update(_cpu_or_gpu_ratios(result, steps, cpu_comm, cpu_ops))
     return result
@@ -426,12 +430,12 @@ PARTIAL_STEP = 0.5  # the last profiler step, under this share of the others' me
 EVIDENCE_MAX = 4096  # per trace: enough steps and collectives for a test, bounded for summaries
 
 
-def _per_step_evidence(result, steps, step_numbers, comp, comm, cpu_ops, cpu_comm, collectives_cpu) -> dict:
+def _per_step_evidence(result, steps, step_numbers, comp_u, comm, cpu_ops, cpu_comm, collectives_cpu) -> dict:
     """What the straggler test compares across ranks: the computation inside each profiled step
     (by step number, the same on every rank) and each collective's duration, in order (the rank
     that arrives last at a collective waits least in it)."""
     if result["gpu"]:
-        compute_u, collectives = union(comp), sorted(comm)
+        compute_u, collectives = comp_u, sorted(comm)
     else:
         compute_u, collectives = subtract(union(cpu_ops), union(cpu_comm)), sorted(collectives_cpu)
     starts = [start for start, _end in compute_u]
@@ -442,8 +446,9 @@ def _per_step_evidence(result, steps, step_numbers, comp, comm, cpu_ops, cpu_com
     return {"step_compute_ms": per_step, "collective_ms": waits}
 
 
-def _gpu_timeline(comp, comm, memcpy) -> dict:
-    comp_u, comm_u, memcpy_u = union(comp), union(comm), union(memcpy)
+def _gpu_timeline(comp_u, comm, memcpy) -> dict:
+    """TraceLens' gpu_timeline rows (ms); ``comp_u`` is the computation already merged."""
+    comm_u, memcpy_u = union(comm), union(memcpy)
     everything = union(comp_u + comm_u + memcpy_u)
     start, end = everything[0][0], everything[-1][1]
     busy = length(everything)
