@@ -309,14 +309,16 @@ def build_report(
         summaries = analyse_all(find_traces(traces_dir), include_unlinked_kernels, max_workers)
     errors = [{"file": s["file"], "error": s["error"]} for s in summaries if "error" in s]
     ranks, seen, duplicates, unranked = [], set(), [], []
-    timelines = {}  # id(rank row) -> its trace's part of the merged timeline
+    # id(row) -> the summary it came from: its per-step evidence and timeline part stay out of the
+    # report (8 ranks x 4096 steps per node adds up) but feed the straggler test and timeline.json.
+    source = {}
     for s in sorted(
         (s for s in summaries if "error" not in s), key=lambda s: (s["rank"] is None, s["rank"], s["file"])
     ):
         if s["rank"] is None:
             # A single-process trace has no distributedInfo: analysed, but not guessed into a rank.
             unranked.append(_rank_row(s, s.get("node") or _node_of(s["file"], traces_dir, names), traces_dir))
-            timelines[id(unranked[-1])] = s.get("timeline")
+            source[id(unranked[-1])] = s
             continue
         if s["rank"] in seen:
             duplicates.append(s["file"])
@@ -324,13 +326,13 @@ def build_report(
         seen.add(s["rank"])
         # Summaries made on the nodes carry their node; files read here get it from the tree.
         ranks.append(_rank_row(s, s.get("node") or _node_of(s["file"], traces_dir, names), traces_dir))
-        timelines[id(ranks[-1])] = s.get("timeline")
+        source[id(ranks[-1])] = s
     if not ranks and len(unranked) == 1 and not expected_ranks:
         # One trace without distributedInfo (TraceLens' most common input) is one rank of a
         # one-process run: rank 0 of 1, not a failed report. Several are not guessed into ranks.
         only = unranked.pop()
         ranks, seen = [dict(only, rank=0, single_process=True)], {0}
-        timelines[id(ranks[0])] = timelines.get(id(only))
+        source[id(ranks[0])] = source[id(only)]
     world = expected_ranks or max([s.get("world_size") or 0 for s in summaries if "error" not in s] + [len(ranks)])
     missing = [r for r in range(world) if r not in seen]
     nodes = sorted({r["node"] for r in ranks})
@@ -352,17 +354,12 @@ def build_report(
         "avg_comm_ratio": _mean([r["comm_ratio"] for r in ranks]),
         "avg_overlap_ratio": _mean([r["overlap_ratio"] for r in ranks]),
     }
-    # The per-step evidence stays out of the report (8 ranks x 4096 steps per node adds up).
-    evidence = {
-        s["rank"]: {"step_compute_ms": s.get("step_compute_ms"), "collective_ms": s.get("collective_ms")}
-        for s in summaries
-        if "error" not in s and s.get("rank") is not None
-    }
-    if ranks and ranks[0].get("single_process"):
-        evidence = {}
+    # A one-process run has no peers to compare: its trace gives no straggler evidence.
+    evidence = {r["rank"]: source[id(r)] for r in ranks if not r.get("single_process")}
     slow, slow_nodes, straggler_test = stragglers(ranks, straggler_threshold, evidence)
     timeline = _timeline.merge(
-        {r["rank"]: (r["node"], timelines[id(r)]) for r in ranks if timelines.get(id(r))}, clock_offsets
+        {r["rank"]: (r["node"], source[id(r)]["timeline"]) for r in ranks if source[id(r)].get("timeline")},
+        clock_offsets,
     )
     checks = check_thresholds(performance, expected_results or {})
     per_node = max(1, len(ranks) // max(len(nodes), 1))

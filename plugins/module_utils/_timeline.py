@@ -15,6 +15,8 @@ in preflight), so all nodes share the controller's clock; the file's ``otherData
 
 from __future__ import annotations
 
+import heapq
+
 SHARE = 0.10  # of a trace's events kept, at most
 MOST = 5000  # events per rank, at most (8 ranks x 1000 nodes must stay viewable)
 LEAST = 64  # a tiny trace still shows its steps
@@ -30,7 +32,7 @@ def select(event_count, base_ns, steps, collectives, activity, share=SHARE, most
     ]
     kept = kept[:budget]
     room = budget - len(kept)
-    longest = sorted(activity, key=lambda item: item[1][0] - item[1][1])[: max(room, 0)]
+    longest = heapq.nlargest(max(room, 0), activity, key=lambda item: item[1][1] - item[1][0])
     least_us = min((end - start for _name, (start, end), _lane in longest), default=None)
     kept += [[name, f"{lane}", start, end - start] for name, (start, end), lane in longest]
     return {
