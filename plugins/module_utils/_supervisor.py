@@ -149,6 +149,8 @@ class Supervisor:
     in all (what is left of the budget bounds each one).
     node_scan: a callable ``(start_epoch, end_epoch) -> dict`` run after every outcome (the node's
     kernel log); its answer is the status's ``node_errors``.
+    fabric_check: a callable ``() -> dict`` asked when the run did not end well, before anything is
+    stopped (at the deadline, or as soon as the launch fails): the status's ``fabric``.
     cleanup_argvs: run in order once the workload has ended, whatever the outcome.
     log_path: where the launch command's output goes; tail_path: the log whose tail is kept.
     progress: a callable returning ``{rank: steps}``, read every ``progress_every`` seconds.
@@ -165,6 +167,7 @@ class Supervisor:
         diagnose_argvs=(),
         diagnose_seconds=30,
         node_scan=None,
+        fabric_check=None,
         cleanup_argvs=(),
         log_path=None,
         tail_path=None,
@@ -185,6 +188,7 @@ class Supervisor:
         self.kill_argv = kill_argv
         self.diagnose_argvs = [list(a) for a in diagnose_argvs or ()]
         self.node_scan = node_scan
+        self.fabric_check = fabric_check
         self.diagnose_seconds = float(diagnose_seconds)
         self.cleanup_argvs = [list(a) for a in cleanup_argvs]
         self.log_path = log_path
@@ -261,6 +265,8 @@ class Supervisor:
             rc = reap(pid)
             if rc is not None:
                 self._event(f"exited {rc}")
+                if rc != 0:
+                    self._check_fabric()
                 return self._finish(rc, "ok" if rc == 0 else "failed", "" if rc == 0 else f"exit code {rc}")
             if self.stop_requested or self._elapsed() >= self.timeout:
                 return self._stop(pid)
@@ -283,6 +289,8 @@ class Supervisor:
         self.status["timed_out"] = timed_out
         self._event(reason)
         self._read_progress()  # how far each rank got is the evidence of who everyone waited for
+        if timed_out:
+            self._check_fabric()  # while the head still listens: a cut link is told from a closed port
         if self.diagnose_argvs and timed_out:
             self._diagnose()
         self._write("terminating")
@@ -299,6 +307,15 @@ class Supervisor:
                 rc = wait_for_exit(pid, 5, self.clock, self.sleep)
         self._event("workload ended" if rc is not None else "workload did not end")
         return self._finish(rc, "timeout" if timed_out else "failed", reason)
+
+    def _check_fabric(self):
+        if self.fabric_check is None:
+            return
+        try:
+            self.status["fabric"] = self.fabric_check()
+        except Exception as exc:  # the check informs; it never decides the outcome
+            self.status["fabric"] = {"ok": None, "error": f"fabric check failed: {exc}"}
+        self._event("fabric check: " + {True: "ok", False: "trouble"}.get(self.status["fabric"].get("ok"), "unknown"))
 
     def _diagnose(self):
         """The capture at the deadline: every step within what is left of one budget."""

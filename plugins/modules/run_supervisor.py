@@ -92,6 +92,35 @@ options:
     description: Upper bound of the whole diagnostics step.
     type: int
     default: 30
+  fabric:
+    description:
+      - "When the run does not end well (at the deadline, before anything is stopped, or when the
+        launch fails), check the node's fabric path: the state of O(fabric.interface) and a TCP
+        connection from O(fabric.address) to O(fabric.head_address):O(fabric.head_port) (a refused
+        connection counts as reached). The answer is C(status.fabric); the controller names the node
+        whose link went down first. Without it nothing is checked."
+    type: dict
+    suboptions:
+      interface:
+        description: The node's fabric interface.
+        type: str
+        required: true
+      address:
+        description: The node's fabric address (the connection's source).
+        type: str
+        required: true
+      head_address:
+        description: The head's fabric address (on the head itself only its link is checked).
+        type: str
+        required: true
+      head_port:
+        description: A port on the head (the rendezvous port).
+        type: int
+        required: true
+      timeout_seconds:
+        description: How long the connection may take.
+        type: float
+        default: 3
   kernel_log:
     description: Scan the node's kernel log (C(journalctl -k), else C(dmesg)) between the run's start and end.
     type: bool
@@ -164,7 +193,7 @@ import time
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.aorta.cluster.plugins.module_utils import _kernel_log
+from ansible_collections.aorta.cluster.plugins.module_utils import _fabric, _kernel_log
 from ansible_collections.aorta.cluster.plugins.module_utils._capture import capture_argvs
 from ansible_collections.aorta.cluster.plugins.module_utils._lease import (
     Lease,
@@ -204,6 +233,16 @@ def main() -> None:
             "pyspy_sha256": {"type": "str"},
             "diagnose_command": {"type": "list", "elements": "str", "default": []},
             "diagnose_seconds": {"type": "int", "default": 30},
+            "fabric": {
+                "type": "dict",
+                "options": {
+                    "interface": {"type": "str", "required": True},
+                    "address": {"type": "str", "required": True},
+                    "head_address": {"type": "str", "required": True},
+                    "head_port": {"type": "int", "required": True},
+                    "timeout_seconds": {"type": "float", "default": 3},
+                },
+            },
             "kernel_log": {"type": "bool", "default": True},
             "chown_paths": {"type": "list", "elements": "str", "default": []},
             "remove_container": {"type": "bool", "default": True},
@@ -277,6 +316,17 @@ def main() -> None:
     def progress():
         return metrics_progress(p["progress_dir"], p["ranks"]) if p["progress_dir"] else {}
 
+    fabric = p["fabric"]
+
+    def fabric_check():
+        return _fabric.check(
+            fabric["interface"],
+            fabric["address"],
+            fabric["head_address"],
+            fabric["head_port"],
+            fabric["timeout_seconds"],
+        )
+
     supervisor = Supervisor(
         launch,
         p["timeout_seconds"],
@@ -287,6 +337,7 @@ def main() -> None:
         diagnose_argvs=diagnose,
         diagnose_seconds=p["diagnose_seconds"],
         node_scan=_kernel_log.scan if p["kernel_log"] else None,
+        fabric_check=fabric_check if fabric else None,
         cleanup_argvs=cleanup,
         log_path=os.path.join(p["directory"], "runs", "{}.exec.log".format(p["run_id"])),
         tail_path=p["log"],

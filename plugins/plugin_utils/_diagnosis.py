@@ -25,6 +25,8 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from ansible_collections.aorta.cluster.plugins.plugin_utils._run import fabric_suspects, fabric_text
+
 _PREFIX = re.compile(r"^\[rank(\d+)\]:\s?(.*)$")
 _FILE_LINE = re.compile(r'^\s*File "([^"]+)", line (\d+), in (.+)$')
 _EXCEPTION = re.compile(r"^([A-Za-z_][\w.]*(?:Error|Exception|Interrupt|Exit|Failure|Warning))(?::\s?(.*))?$")
@@ -270,7 +272,8 @@ def summary(status: str, diagnosis: Mapping[str, Any]) -> str:
     """The one line for set_stats, the play's table and report.html's heading."""
     errors = [e for e in diagnosis.get("node_errors") or [] if e.get("kind") != "unreadable"]
     nodes = len({e["node"] for e in errors})
-    tail = f"; kernel log: {len(errors)} line(s) of trouble on {nodes} node(s)" if errors else ""
+    tail = "".join(f"; {row['node']}: {row['text']}" for row in diagnosis.get("fabric") or [])
+    tail += f"; kernel log: {len(errors)} line(s) of trouble on {nodes} node(s)" if errors else ""
     behind = diagnosis.get("behind") or []
     if not behind:
         if status == "COMPLETED":
@@ -361,6 +364,11 @@ def diagnose_run(results_dir: str, status: str, nodes: list[Mapping[str, Any]], 
     diagnosis["evidence"] = evidence
     diagnosis["problems"] = problems
     diagnosis["node_errors"] = node_errors(nodes)
+    by_name = {str(n.get("name")): n for n in nodes}
+    diagnosis["fabric"] = [
+        {"node": name, "text": fabric_text(by_name[name].get("fabric") or {}), "check": by_name[name].get("fabric")}
+        for name in fabric_suspects(nodes)
+    ]
     diagnosis["capture"] = {
         str(n.get("name")): {"capture_s": n.get("capture_s"), "note": n.get("capture_note") or ""}
         for n in nodes

@@ -43,7 +43,9 @@ def run_status(nodes: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     """COMPLETED when every node is ok; TIMEOUT when any timed out; else FAILED.
 
     Names every node that was not ok, and first the one where the trouble most likely started:
-    for a failure, a node whose ranks failed on their own before one whose ranks lost a peer,
+    a node whose fabric path broke (``fabric_suspects``: in a cut every rank waits at the same
+    collective, so nothing else can tell), then for a failure, a node whose ranks failed on their
+    own before one whose ranks lost a peer,
     then the earliest torchrun root cause; for a timeout, the node holding the rank that got
     least far (``progress``: steps per global rank at the deadline), since in synchronous
     training every other rank waits for it.
@@ -60,11 +62,13 @@ def run_status(nodes: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
         }
     status = "TIMEOUT" if any(n.get("state") == "timeout" for n in bad) else "FAILED"
     laggards = _laggard_nodes(bad)
+    suspects = set(fabric_suspects(nodes))
     order = {"unreachable": 0, "timeout": 1, "not_started": 2, "failed": 3}
 
     def origin_key(node):
         failure = node.get("failure") or {}
         return (
+            node.get("name") not in suspects,
             node.get("name") not in laggards,
             order.get(str(node.get("state")), 4),
             bool(failure.get("secondary")),
@@ -74,13 +78,34 @@ def run_status(nodes: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
 
     bad = sorted(bad, key=origin_key)
     names = [str(n.get("name")) for n in bad]
-    detail = ", ".join(_describe(n, n.get("name") in laggards) for n in bad)
+    detail = ", ".join(_describe(n, n.get("name") in laggards, n.get("name") in suspects) for n in bad)
     return {
         "status": status,
         "failed_nodes": names,
         "first_failure": names[0],
         "message": f"{status} on {len(bad)} of {len(nodes)} nodes, first {names[0]}: {detail}",
     }
+
+
+def fabric_suspects(nodes: Sequence[Mapping[str, Any]]) -> list[str]:
+    """The nodes whose fabric path broke, from the supervisors' checks (``fabric`` per node).
+
+    A node whose own link is down or lost its carrier is named. Else a node that could not reach the
+    head is named, unless every worker that checked (two or more) could not: then the head's side
+    is the common cause and the head is named.
+    """
+    checked = [n for n in nodes if isinstance(n.get("fabric"), Mapping) and n["fabric"].get("ok") is not None]
+    down = [str(n.get("name")) for n in checked if n["fabric"].get("link_up") is False]
+    if down:
+        return down
+    asked = [n for n in checked if n["fabric"].get("head_reached") is not None]
+    cut = [n for n in asked if n["fabric"]["head_reached"] is False]
+    if not cut:
+        return []
+    if len(asked) >= 2 and len(cut) == len(asked):
+        head = [str(n.get("name")) for n in nodes if int(n.get("rank") or 0) == 0]
+        return head or [str(n.get("name")) for n in cut]
+    return [str(n.get("name")) for n in cut]
 
 
 def _laggard_nodes(nodes: Sequence[Mapping[str, Any]]) -> set[str]:
@@ -95,9 +120,22 @@ def _laggard_nodes(nodes: Sequence[Mapping[str, Any]]) -> set[str]:
     return {str(name) for (name, _rank), count in steps.items() if count == least}
 
 
-def _describe(node: Mapping[str, Any], laggard: bool) -> str:
+def fabric_text(fabric: Mapping[str, Any]) -> str:
+    """What a node's fabric check found, in a few words."""
+    if fabric.get("link_up") is False:
+        carrier = ", no carrier" if fabric.get("carrier") is False else ""
+        return f"fabric {fabric.get('interface')} {fabric.get('operstate')}{carrier}"
+    if fabric.get("head_reached") is False:
+        return f"fabric: head {fabric.get('head')} not reached from {fabric.get('interface')} ({fabric.get('error')})"
+    # The head, named because no worker reached it.
+    return f"fabric: no worker reached {fabric.get('head')}"
+
+
+def _describe(node: Mapping[str, Any], laggard: bool, suspect: bool = False) -> str:
     failure = node.get("failure") or {}
     text = f"{node.get('name')} ({node.get('state')}, exit {node.get('exit_code')}"
+    if suspect:
+        text += ", " + fabric_text(node.get("fabric") or {})
     if laggard:
         progress = node.get("progress") or {}
         low = min(progress.values())

@@ -91,6 +91,76 @@ def test_timeout_wins_over_failure_and_equal_progress_names_no_laggard():
     assert "stuck" not in status["message"]
 
 
+def fabric(link_up=True, head_reached=True, operstate="up"):
+    ok = link_up and head_reached is not False
+    return {
+        "interface": "eth1",
+        "operstate": operstate,
+        "carrier": None,
+        "link_up": link_up,
+        "head": "10.0.0.1:29500",
+        "head_reached": head_reached,
+        "error": "" if head_reached else "No route to host",
+        "ok": ok,
+    }
+
+
+def timed_out(name, rank, check):
+    return {
+        "name": name,
+        "rank": rank,
+        "state": "timeout",
+        "exit_code": -1,
+        "progress": {str(rank): 31},
+        "fabric": check,
+    }
+
+
+def test_a_node_whose_fabric_link_went_down_is_named_first_although_every_rank_waited_alike():
+    nodes = [
+        timed_out("head", 0, fabric(head_reached=None)),
+        timed_out("w1", 1, fabric(link_up=False, head_reached=False, operstate="down")),
+        timed_out("w2", 2, fabric()),
+    ]
+    status = F["run_status"](nodes)
+    assert status["status"] == "TIMEOUT" and status["first_failure"] == "w1"
+    assert "w1 (timeout, exit -1, fabric eth1 down)" in status["message"]
+
+
+def test_a_worker_that_cannot_reach_the_head_is_named_but_if_no_worker_can_the_head_is():
+    one = [
+        timed_out("head", 0, fabric(head_reached=None)),
+        timed_out("w1", 1, fabric()),
+        timed_out("w2", 2, fabric(head_reached=False)),
+    ]
+    status = F["run_status"](one)
+    assert status["first_failure"] == "w2" and "head 10.0.0.1:29500 not reached from eth1" in status["message"]
+    every = [
+        timed_out("head", 0, fabric(head_reached=None)),
+        timed_out("w1", 1, fabric(head_reached=False)),
+        timed_out("w2", 2, fabric(head_reached=False)),
+    ]
+    status = F["run_status"](every)
+    assert status["first_failure"] == "head" and "no worker reached 10.0.0.1:29500" in status["message"]
+
+
+def test_fabric_checks_that_found_nothing_or_did_not_run_change_nothing():
+    nodes = [
+        {"name": "head", "rank": 0, "state": "timeout", "exit_code": -1, "progress": {"0": 4}, "fabric": fabric()},
+        {"name": "w1", "rank": 1, "state": "timeout", "exit_code": -1, "progress": {"1": 3}, "fabric": None},
+        {
+            "name": "w2",
+            "rank": 2,
+            "state": "timeout",
+            "exit_code": -1,
+            "progress": {"2": 4},
+            "fabric": {"ok": None, "error": "fabric check failed: x"},
+        },
+    ]
+    status = F["run_status"](nodes)
+    assert status["first_failure"] == "w1" and "fabric" not in status["message"]
+
+
 def test_torchrun_failure_without_summary_is_empty():
     assert F["torchrun_failure"]("all good\n") == {}
 

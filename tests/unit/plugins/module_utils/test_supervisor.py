@@ -113,6 +113,31 @@ def test_node_scan_covers_the_run_window_after_every_outcome_and_never_decides_i
     assert status["outcome"] == "ok" and "no journal" in status["node_errors"]["error"]
 
 
+def test_fabric_is_checked_before_sigterm_and_on_failure_never_on_success(tmp_path):
+    calls = []
+    marker = tmp_path / "got-term"
+
+    def check():
+        calls.append(marker.exists())  # the workload must still be running when it is asked
+        return {"ok": False, "link_up": False, "interface": "eth1"}
+
+    script = f"trap 'touch {marker}; exit 0' TERM; while :; do sleep 0.1; done"
+    status = make(tmp_path, ["bash", "-c", script], timeout=1, fabric_check=check).run()
+    assert status["outcome"] == "timeout" and status["fabric"]["link_up"] is False and calls == [False]
+    assert states(status).index("fabric check: trouble") < states(status).index("SIGTERM sent")
+    status = make(tmp_path, ["bash", "-c", "exit 4"], fabric_check=check).run()
+    assert status["outcome"] == "failed" and "fabric" in status and len(calls) == 2
+    status = make(tmp_path, ["true"], fabric_check=check).run()
+    assert status["outcome"] == "ok" and "fabric" not in status and len(calls) == 2
+
+    def broken():
+        raise OSError("no sysfs")
+
+    status = make(tmp_path, ["bash", "-c", "exit 4"], fabric_check=broken).run()
+    assert status["fabric"]["ok"] is None and "no sysfs" in status["fabric"]["error"]
+    assert "fabric check: unknown" in states(status)
+
+
 def test_signal_argv_replaces_the_process_group_signal(tmp_path):
     """In real use SIGTERM goes inside the container (docker exec ... kill -TERM -1)."""
     pidfile = tmp_path / "pid"

@@ -123,3 +123,27 @@ def test_node_errors_carry_their_node_and_an_unreadable_log_is_said():
     assert rows[1]["node"] == "n1" and rows[1]["kind"] == "unreadable"
     out = d.diagnose_run("/nonexistent", "COMPLETED", nodes, 1)
     assert out["summary"] == "COMPLETED; kernel log: 1 line(s) of trouble on 1 node(s)"
+
+
+def test_a_node_whose_fabric_link_went_down_is_said_in_the_summary_with_its_check():
+    down = {
+        "interface": "eth1",
+        "operstate": "down",
+        "carrier": None,
+        "link_up": False,
+        "head": "10.0.0.1:29500",
+        "head_reached": False,
+        "error": "Network is unreachable",
+        "ok": False,
+    }
+    up = dict(down, operstate="up", link_up=True, head_reached=True, error="", ok=True)
+    nodes = [
+        {"name": "n0", "rank": 0, "progress": {"0": 31}, "fabric": dict(up, head_reached=None)},
+        {"name": "n1", "rank": 1, "progress": {"1": 31}, "fabric": down},
+        {"name": "n2", "rank": 2, "progress": {"2": 31}, "fabric": up},
+    ]
+    out = d.diagnose_run("/nonexistent", "TIMEOUT", nodes, 1)
+    assert [row["node"] for row in out["fabric"]] == ["n1"] and out["fabric"][0]["check"] == down
+    assert out["summary"].endswith("; n1: fabric eth1 down"), out["summary"]
+    healthy = d.diagnose_run("/nonexistent", "TIMEOUT", [dict(n, fabric=up) for n in nodes], 1)
+    assert healthy["fabric"] == [] and "fabric" not in healthy["summary"]
