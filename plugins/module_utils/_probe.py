@@ -48,12 +48,14 @@ def path_facts(root, relative_paths):
 
 
 def disk_facts(path):
-    """Free bytes for an unprivileged user at ``path`` (statvfs: no df output to parse)."""
+    """Free bytes for an unprivileged user at ``path`` and the file system's size (statvfs: no df
+    output to parse). The supervisor asks it too, while the workload writes."""
     try:
         st = os.statvfs(path)
     except OSError as exc:
-        return {"path": path, "free_bytes": None, "error": exc.strerror}
-    return {"path": path, "free_bytes": st.f_bavail * st.f_frsize, "error": ""}
+        return {"path": path, "free_bytes": None, "total_bytes": None, "error": exc.strerror}
+    free, total = st.f_bavail * st.f_frsize, st.f_blocks * st.f_frsize
+    return {"path": path, "free_bytes": free, "total_bytes": total, "error": ""}
 
 
 def gpu_count(run):

@@ -151,6 +151,9 @@ class Supervisor:
     kernel log); its answer is the status's ``node_errors``.
     fabric_check: a callable ``() -> dict`` asked when the run did not end well, before anything is
     stopped (at the deadline, or as soon as the launch fails): the status's ``fabric``.
+    disk_check: a callable ``() -> dict`` (``_probe.disk_facts`` of the output directory) asked with
+    every progress read and at the end: the status's ``disk`` keeps its lowest ``free_bytes``, since
+    a profiler that meets a full disk may still exit 0 with its trace lost.
     cleanup_argvs: run in order once the workload has ended, whatever the outcome.
     log_path: where the launch command's output goes; tail_path: the log whose tail is kept.
     progress: a callable returning ``{rank: steps}``, read every ``progress_every`` seconds.
@@ -168,6 +171,7 @@ class Supervisor:
         diagnose_seconds=30,
         node_scan=None,
         fabric_check=None,
+        disk_check=None,
         cleanup_argvs=(),
         log_path=None,
         tail_path=None,
@@ -189,6 +193,7 @@ class Supervisor:
         self.diagnose_argvs = [list(a) for a in diagnose_argvs or ()]
         self.node_scan = node_scan
         self.fabric_check = fabric_check
+        self.disk_check = disk_check
         self.diagnose_seconds = float(diagnose_seconds)
         self.cleanup_argvs = [list(a) for a in cleanup_argvs]
         self.log_path = log_path
@@ -244,6 +249,19 @@ class Supervisor:
                 self.status["progress"] = self.progress()
             except Exception as exc:
                 self.status["progress_error"] = str(exc)
+        self._read_disk()
+
+    def _read_disk(self):
+        if self.disk_check is None:
+            return
+        try:
+            now = self.disk_check()
+        except Exception as exc:  # informs; never decides the outcome here
+            self.status["disk"] = {"error": f"disk check failed: {exc}"}
+            return
+        seen = self.status.get("disk") or {}
+        lowest = [v for v in (seen.get("lowest_free_bytes"), now.get("free_bytes")) if v is not None]
+        self.status["disk"] = dict(now, lowest_free_bytes=min(lowest) if lowest else None)
 
     def run(self):
         """Supervise to the end; returns the final status record (also in the status file)."""

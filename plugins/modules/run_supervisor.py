@@ -62,7 +62,9 @@ options:
     description: Host path of the node's log (written by the command); its tail is returned.
     type: path
   progress_dir:
-    description: Host directory holding the ranks' C(rank_<rr>_metrics.jsonl) files (one line per step).
+    description:
+      - Host directory holding the ranks' C(rank_<rr>_metrics.jsonl) files (one line per step).
+      - Its file system's free space is read with every progress read (C(status.disk), lowest seen).
     type: path
   ranks:
     description: This node's global ranks (a rank without a metrics file has recorded 0 steps).
@@ -193,7 +195,7 @@ import time
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.aorta.cluster.plugins.module_utils import _fabric, _kernel_log
+from ansible_collections.aorta.cluster.plugins.module_utils import _fabric, _kernel_log, _probe
 from ansible_collections.aorta.cluster.plugins.module_utils._capture import capture_argvs
 from ansible_collections.aorta.cluster.plugins.module_utils._lease import (
     Lease,
@@ -338,6 +340,7 @@ def main() -> None:
         diagnose_seconds=p["diagnose_seconds"],
         node_scan=_kernel_log.scan if p["kernel_log"] else None,
         fabric_check=fabric_check if fabric else None,
+        disk_check=(lambda: _probe.disk_facts(p["progress_dir"])) if p["progress_dir"] else None,
         cleanup_argvs=cleanup,
         log_path=os.path.join(p["directory"], "runs", "{}.exec.log".format(p["run_id"])),
         tail_path=p["log"],

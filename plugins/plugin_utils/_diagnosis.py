@@ -12,7 +12,9 @@ Private to this collection.
   the fewest steps, else the ranks stuck somewhere the others are not.
 - A failure (FAILED): the rank torchrun names as the root cause (a rank that died of a peer's
   failure yields to the peer), with its exception and frame from the node's log.
-- Every outcome: the nodes' kernel-log trouble (``node_errors``), from the supervisors.
+- Every outcome: the nodes' kernel-log trouble (``node_errors``), from the supervisors, and what
+  the supervisors saw go wrong on the node itself (``node_trouble``: a fabric path that broke, an
+  output disk that filled).
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from ansible_collections.aorta.cluster.plugins.plugin_utils._run import fabric_suspects, fabric_text
+from ansible_collections.aorta.cluster.plugins.plugin_utils._run import disk_text, fabric_suspects, fabric_text
 
 _PREFIX = re.compile(r"^\[rank(\d+)\]:\s?(.*)$")
 _FILE_LINE = re.compile(r'^\s*File "([^"]+)", line (\d+), in (.+)$')
@@ -272,7 +274,7 @@ def summary(status: str, diagnosis: Mapping[str, Any]) -> str:
     """The one line for set_stats, the play's table and report.html's heading."""
     errors = [e for e in diagnosis.get("node_errors") or [] if e.get("kind") != "unreadable"]
     nodes = len({e["node"] for e in errors})
-    tail = "".join(f"; {row['node']}: {row['text']}" for row in diagnosis.get("fabric") or [])
+    tail = "".join(f"; {row['node']}: {row['text']}" for row in diagnosis.get("node_trouble") or [])
     tail += f"; kernel log: {len(errors)} line(s) of trouble on {nodes} node(s)" if errors else ""
     behind = diagnosis.get("behind") or []
     if not behind:
@@ -365,10 +367,10 @@ def diagnose_run(results_dir: str, status: str, nodes: list[Mapping[str, Any]], 
     diagnosis["problems"] = problems
     diagnosis["node_errors"] = node_errors(nodes)
     by_name = {str(n.get("name")): n for n in nodes}
-    diagnosis["fabric"] = [
+    diagnosis["node_trouble"] = [
         {"node": name, "text": fabric_text(by_name[name].get("fabric") or {}), "check": by_name[name].get("fabric")}
         for name in fabric_suspects(nodes)
-    ]
+    ] + [{"node": str(n.get("name")), "text": disk_text(n["disk_full"])} for n in nodes if n.get("disk_full")]
     diagnosis["capture"] = {
         str(n.get("name")): {"capture_s": n.get("capture_s"), "note": n.get("capture_note") or ""}
         for n in nodes

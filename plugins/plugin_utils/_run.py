@@ -13,6 +13,37 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 STATES = ("ok", "failed", "timeout", "unreachable", "not_started")
+# Below this much free space the output directory's file system counts as full: a profiler that
+# meets it loses its trace and may still exit 0 (Kineto logs "Failed to write to log file!").
+DISK_FULL_BYTES = 1 << 20
+_ENOSPC = "No space left on device"
+
+
+def disk_full(status: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The output directory's file system ran full during the run (from the supervisor's ``disk``
+    and the log's ENOSPC), else None."""
+    disk = status.get("disk") or {}
+    lowest = disk.get("lowest_free_bytes")
+    said = _ENOSPC in (status.get("log_tail") or "")
+    if not said and (lowest is None or lowest >= DISK_FULL_BYTES):
+        return None
+    return {"path": disk.get("path"), "free_bytes": lowest, "total_bytes": disk.get("total_bytes"), "enospc": said}
+
+
+def _size(value: Any) -> str:
+    if value is None:
+        return "?"
+    size = float(value)
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if size < 1024 or unit == "GiB":
+            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
+        size /= 1024
+    return f"{size:.1f} TiB"
+
+
+def disk_text(full: Mapping[str, Any]) -> str:
+    text = f"disk full: {full.get('path')} had {_size(full.get('free_bytes'))} free of {_size(full.get('total_bytes'))}"
+    return text + (" (ENOSPC in the log)" if full.get("enospc") else "")
 
 
 def node_state(wait: Mapping[str, Any] | None) -> dict[str, Any]:
@@ -31,12 +62,15 @@ def node_state(wait: Mapping[str, Any] | None) -> dict[str, Any]:
             return {"state": "failed", "exit_code": -1}
         return {"state": "timeout", "exit_code": -1}
     outcome = status.get("outcome")
+    full = disk_full(status)
+    extra = {"disk_full": full} if full else {}
     if outcome == "timeout":
-        return {"state": "timeout", "exit_code": -1}
+        return {"state": "timeout", "exit_code": -1, **extra}
     rc = status.get("rc")
-    if outcome == "ok" and rc == 0:
+    if outcome == "ok" and rc == 0 and not full:
         return {"state": "ok", "exit_code": 0}
-    return {"state": "failed", "exit_code": -1 if rc is None else int(rc)}
+    # A full disk fails the node even when its ranks exited 0: their traces are not all there.
+    return {"state": "failed", "exit_code": -1 if rc is None else int(rc), **extra}
 
 
 def run_status(nodes: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
@@ -44,11 +78,11 @@ def run_status(nodes: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
 
     Names every node that was not ok, and first the one where the trouble most likely started:
     a node whose fabric path broke (``fabric_suspects``: in a cut every rank waits at the same
-    collective, so nothing else can tell), then for a failure, a node whose ranks failed on their
-    own before one whose ranks lost a peer,
-    then the earliest torchrun root cause; for a timeout, the node holding the rank that got
-    least far (``progress``: steps per global rank at the deadline), since in synchronous
-    training every other rank waits for it.
+    collective, so nothing else can tell) or whose output disk filled (``disk_full``), then for a
+    failure, a node whose ranks failed on their own before one whose ranks lost a peer, then the
+    earliest torchrun root cause; for a timeout, the node holding the rank that got least far
+    (``progress``: steps per global rank at the deadline), since in synchronous training every
+    other rank waits for it.
     """
     if not nodes:
         return {"status": "FAILED", "failed_nodes": [], "first_failure": None, "message": "no nodes ran"}
@@ -62,7 +96,8 @@ def run_status(nodes: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
         }
     status = "TIMEOUT" if any(n.get("state") == "timeout" for n in bad) else "FAILED"
     laggards = _laggard_nodes(bad)
-    suspects = set(fabric_suspects(nodes))
+    # What the nodes themselves saw go wrong comes first: a fabric path that broke, a disk that filled.
+    suspects = set(fabric_suspects(nodes)) | {str(n.get("name")) for n in bad if n.get("disk_full")}
     order = {"unreachable": 0, "timeout": 1, "not_started": 2, "failed": 3}
 
     def origin_key(node):
@@ -134,7 +169,9 @@ def fabric_text(fabric: Mapping[str, Any]) -> str:
 def _describe(node: Mapping[str, Any], laggard: bool, suspect: bool = False) -> str:
     failure = node.get("failure") or {}
     text = f"{node.get('name')} ({node.get('state')}, exit {node.get('exit_code')}"
-    if suspect:
+    if suspect and node.get("disk_full"):
+        text += ", " + disk_text(node["disk_full"])
+    elif suspect:
         text += ", " + fabric_text(node.get("fabric") or {})
     if laggard:
         progress = node.get("progress") or {}

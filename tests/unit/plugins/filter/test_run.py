@@ -161,6 +161,41 @@ def test_fabric_checks_that_found_nothing_or_did_not_run_change_nothing():
     assert status["first_failure"] == "w1" and "fabric" not in status["message"]
 
 
+def test_a_node_whose_output_disk_filled_fails_although_its_ranks_exited_0_and_is_named_first():
+    full = {"path": "/data/out", "free_bytes": 0, "lowest_free_bytes": 0, "total_bytes": 102400, "error": ""}
+    wait = {"finished": True, "status": {"outcome": "ok", "rc": 0, "disk": full, "log_tail": "ok"}}
+    state = F["node_state"](wait)
+    assert state["state"] == "failed" and state["exit_code"] == 0
+    assert state["disk_full"] == {"path": "/data/out", "free_bytes": 0, "total_bytes": 102400, "enospc": False}
+    nodes = [
+        {
+            "name": "head",
+            "rank": 0,
+            "state": "failed",
+            "exit_code": 1,
+            "failure": {"root_cause_rank": 0, "root_cause_exit": 1, "root_cause_time": "t1"},
+        },
+        {"name": "w1", "rank": 1, **state},
+    ]
+    status = F["run_status"](nodes)
+    assert status["first_failure"] == "w1" and "disk full: /data/out had 0 B free of 100.0 KiB" in status["message"]
+
+
+@pytest.mark.parametrize(
+    ("disk", "tail", "full"),
+    [
+        ({"lowest_free_bytes": 2 << 20, "total_bytes": 1 << 30}, "", False),
+        ({"lowest_free_bytes": (1 << 20) - 1, "total_bytes": 1 << 30}, "", True),
+        ({"lowest_free_bytes": 5 << 30, "total_bytes": 1 << 40}, "OSError: [Errno 28] No space left on device", True),
+        ({"error": "disk check failed: gone"}, "", False),
+        (None, "", False),
+    ],
+)
+def test_disk_full_from_the_lowest_free_space_or_enospc_in_the_log(disk, tail, full):
+    wait = {"finished": True, "status": {"outcome": "ok", "rc": 0, "disk": disk, "log_tail": tail}}
+    assert (F["node_state"](wait)["state"] == "failed") is full
+
+
 def test_torchrun_failure_without_summary_is_empty():
     assert F["torchrun_failure"]("all good\n") == {}
 

@@ -138,6 +138,16 @@ def test_fabric_is_checked_before_sigterm_and_on_failure_never_on_success(tmp_pa
     assert "fabric check: unknown" in states(status)
 
 
+def test_disk_keeps_the_lowest_free_space_seen_while_the_workload_ran(tmp_path):
+    free = iter([500, 100, 900, 900, 900, 900, 900, 900, 900, 900])
+
+    def disk():
+        return {"path": "/out", "free_bytes": next(free, 900), "total_bytes": 1000, "error": ""}
+
+    status = make(tmp_path, ["bash", "-c", "sleep 0.5"], disk_check=disk).run()
+    assert status["disk"]["lowest_free_bytes"] == 100 and status["disk"]["free_bytes"] == 900
+
+
 def test_signal_argv_replaces_the_process_group_signal(tmp_path):
     """In real use SIGTERM goes inside the container (docker exec ... kill -TERM -1)."""
     pidfile = tmp_path / "pid"

@@ -143,7 +143,10 @@ def test_a_node_whose_fabric_link_went_down_is_said_in_the_summary_with_its_chec
         {"name": "n2", "rank": 2, "progress": {"2": 31}, "fabric": up},
     ]
     out = d.diagnose_run("/nonexistent", "TIMEOUT", nodes, 1)
-    assert [row["node"] for row in out["fabric"]] == ["n1"] and out["fabric"][0]["check"] == down
+    assert [row["node"] for row in out["node_trouble"]] == ["n1"] and out["node_trouble"][0]["check"] == down
     assert out["summary"].endswith("; n1: fabric eth1 down"), out["summary"]
     healthy = d.diagnose_run("/nonexistent", "TIMEOUT", [dict(n, fabric=up) for n in nodes], 1)
-    assert healthy["fabric"] == [] and "fabric" not in healthy["summary"]
+    assert healthy["node_trouble"] == [] and "fabric" not in healthy["summary"]
+    full = {"path": "/data/out", "free_bytes": 0, "total_bytes": 102400, "enospc": False}
+    out = d.diagnose_run("/nonexistent", "FAILED", [dict(nodes[0], fabric=None, disk_full=full)], 1)
+    assert out["summary"].endswith("; n0: disk full: /data/out had 0 B free of 100.0 KiB"), out["summary"]
