@@ -30,8 +30,9 @@ class ActionModule(ActionBase):
             args["lease"] = dict(args["lease"], owner=controller_identity())
         probe = self._execute_module(module_name="aorta.cluster.node_probe", module_args=args, task_vars=task_vars)
         holder = probe.get("holder") or {}
-        if probe.get("failed") and not holder.get("holder_pid") and owner_is_gone(holder.get("owner", "")):
-            # Set up by an ansible-playbook of this controller that has died: no need to wait for expiry.
+        if probe.get("failed") and owner_is_gone(holder.get("owner", "")):
+            # Held for an ansible-playbook of this controller that has died (Ctrl-C, SIGKILL): nobody
+            # will collect that run; the node stops it now instead of at its deadline.
             args["lease"] = dict(args["lease"], gone_owner=holder["owner"])
             probe = self._execute_module(module_name="aorta.cluster.node_probe", module_args=args, task_vars=task_vars)
         after = time.time()

@@ -18,6 +18,7 @@ import errno
 import fcntl
 import json
 import os
+import signal
 import time
 
 LEASE_FILE = "node.lease"
@@ -46,7 +47,8 @@ def boot_id(path=BOOT_ID):
 
 
 def process_start(pid):
-    """The start time of ``pid`` in clock ticks since boot (field 22 of /proc/<pid>/stat), or None."""
+    """The start time of ``pid`` in clock ticks since boot (field 22 of /proc/<pid>/stat), or None
+    (also for a zombie: it has ended, only its exit status waits to be read)."""
     try:
         with open(f"/proc/{int(pid)}/stat") as handle:
             data = handle.read()
@@ -54,6 +56,8 @@ def process_start(pid):
         return None
     # The command name (field 2) may hold spaces and parentheses: split after its last ')'.
     fields = data[data.rfind(")") + 2 :].split()
+    if fields[:1] == ["Z"]:
+        return None
     try:
         return int(fields[19])
     except (IndexError, ValueError):
@@ -67,7 +71,8 @@ def holder_alive(lease, current_boot=None):
         return False
     if lease.get("boot_id") and lease.get("boot_id") != (current_boot if current_boot is not None else boot_id()):
         return False
-    return process_start(pid) == lease.get("holder_start")
+    start = process_start(pid)
+    return start is not None and start == lease.get("holder_start")
 
 
 def liveness(lease, now, current_boot=None, gone_owner=None):
@@ -230,22 +235,62 @@ def orphan_containers(run, docker, keep_run):
     return found
 
 
+# How long the stop of an abandoned run may take beyond its own grace: the supervisor's SIGKILL
+# wait and the container's removal.
+ABANDONED_STOP_MARGIN_S = 60
+
+
+def stop_abandoned(lease, current, gone_owner, clock=time.monotonic, sleep=time.sleep):
+    """Stop the supervisor of a run whose controller is known gone, and wait until it let go.
+
+    A controller interrupted (Ctrl-C, SIGKILL) leaves its nodes running to their deadline; nobody
+    will collect that run. When the next run comes from the same controller host and the lease's
+    owner process is gone (``gone_owner``, judged on the controller), the supervisor is asked to
+    stop (SIGTERM: it stops the workload with SIGTERM -> grace -> SIGKILL, removes its container and
+    releases the lease). Returns a sentence for the run's output, or "" when there was nothing to stop.
+    Raises LeaseHeld when the supervisor cannot be signalled or does not let go in time.
+    """
+    if not gone_owner or current.get("owner") != gone_owner or not holder_alive(current):
+        return ""
+    pid = int(current["holder_pid"])
+    try:
+        os.kill(pid, signal.SIGTERM)
+    except OSError as exc:  # another account's supervisor: wait for its deadline
+        why = f"its controller is gone but its supervisor (pid {pid}) cannot be stopped: {exc.strerror}"
+        raise LeaseHeld(current, why) from None
+    bound = float(current.get("grace_s") or 30) + ABANDONED_STOP_MARGIN_S
+    began = clock()
+    while clock() - began < bound:
+        now = lease.read()
+        if now is None or now.get("run_id") != current.get("run_id") or not holder_alive(now):
+            took = clock() - began
+            return f"stopped run {current.get('run_id')}, whose controller ({gone_owner}) is gone, in {took:.0f}s"
+        sleep(0.5)
+    raise LeaseHeld(current, f"its controller is gone and its supervisor (pid {pid}) did not stop within {bound:.0f}s")
+
+
 def take(directory, run_id, owner, expires_in, run, docker="docker", check_mode=False, now=None, gone_owner=None):
     """Hold this node for ``run_id``: the lease, then the removal of other runs' orphaned containers.
 
     ``run(argv) -> (rc, out, err)``. Raises LeaseHeld (another run's live lease) or LeaseError.
-    Returns ``{"result", "previous", "removed_containers", "message"}``; in check mode nothing is
-    written or removed (a live lease of another run still raises).
+    Returns ``{"result", "previous", "stopped", "removed_containers", "message"}``; in check mode nothing is
+    written, stopped or removed (a live lease of another run still raises). A run whose owner is
+    ``gone_owner`` is stopped first (``stop_abandoned``).
     """
     lease = Lease(directory)
     now = time.time() if now is None else now
+    stopped = ""
+    current = lease.read()
+    if not check_mode and current and current.get("run_id") != run_id:
+        stopped = stop_abandoned(lease, current, gone_owner)
+        now = time.time() if stopped else now
     if check_mode:
         current = lease.read()
         if current and current.get("run_id") != run_id:
             live, why = liveness(current, now, gone_owner=gone_owner)
             if live:
                 raise LeaseHeld(current, why)
-        return {"result": "free", "previous": None, "removed_containers": [], "message": ""}
+        return {"result": "free", "previous": None, "stopped": "", "removed_containers": [], "message": ""}
     record = {
         "run_id": run_id,
         "owner": owner,
@@ -264,11 +309,13 @@ def take(directory, run_id, owner, expires_in, run, docker="docker", check_mode=
             raise LeaseError(f"cannot remove {name}, a container of run {other} with no live lease: {err.strip()}")
         removed.append(f"{name} (run {other})")
     parts = [f"lease {taken['result']} for run {run_id}"]
+    if stopped:
+        parts.append(stopped)
     if taken["previous"]:
         parts.append("took over from " + describe(taken["previous"], taken["previous"].get("why", "")))
     if removed:
         parts.append("removed orphaned containers " + ", ".join(removed))
-    return dict(taken, removed_containers=removed, message="; ".join(parts))
+    return dict(taken, stopped=stopped, removed_containers=removed, message="; ".join(parts))
 
 
 STATUS_KEEP_S = 14 * 86400

@@ -92,6 +92,11 @@ previous:
     run_id: 20261201T101500-a1b2c3
     owner: root@ctl (ansible-playbook pid 41)
     why: its supervisor (pid 88) is gone
+stopped:
+  description: The run that was stopped first because its controller is gone (only through M(aorta.cluster.node_probe)).
+  returned: when O(state=acquired)
+  type: str
+  sample: "stopped run 20261201T101500-a1b2c3, whose controller (me@ctl (ansible-playbook pid 41)) is gone, in 4s"
 removed_containers:
   description: Containers of runs without a live lease that were removed (names and run ids).
   returned: always

@@ -44,8 +44,10 @@ options:
   lease:
     description:
       - Hold the node for a run before anything else (keys C(run_id), C(directory), C(expires_in), C(owner)).
-      - C(gone_owner) names an owner known dead (its controller process is gone), whose lease taken
-        during setup is then expired; the action plugin sets it when it finds so.
+      - C(gone_owner) names an owner known dead (its controller process is gone); its lease taken
+        during setup is then expired, and a run of it that a supervisor still runs is stopped first
+        (the supervisor ends the workload, removes its container and lets go of the lease). The
+        action plugin sets it when it finds so.
     type: dict
   port:
     description: Pick a free TCP port (keys C(addresses), C(start), C(end), C(exclude)).
@@ -94,7 +96,7 @@ facts:
   returned: always
   type: dict
 lease:
-  description: What holding the node did (result, previous, removed_containers, message).
+  description: What holding the node did (result, previous, stopped, removed_containers, message).
   returned: with O(lease)
   type: dict
 port:

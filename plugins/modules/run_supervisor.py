@@ -302,6 +302,7 @@ def main() -> None:
                 "owner": (lease.read() or {}).get("owner", ""),
                 "acquired_at": round(now, 3),
                 "expires_at": round(expires, 3),
+                "grace_s": p["grace_seconds"],
                 "holder_pid": os.getpid(),
                 "holder_start": process_start(os.getpid()),
                 "boot_id": boot_id(),

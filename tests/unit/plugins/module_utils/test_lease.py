@@ -6,6 +6,7 @@ from __future__ import annotations
 import multiprocessing
 import os
 import subprocess
+import sys
 import time
 
 import pytest
@@ -75,6 +76,17 @@ def test_release_only_by_the_holder(tmp_path):
     assert lease.release("a") is True
     assert lease.read() is None
     assert lease.release("a") is False
+
+
+def test_a_zombie_holder_is_not_alive():
+    child = subprocess.Popen(["true"])
+    lease = {"holder_pid": child.pid, "holder_start": lease_mod.process_start(child.pid)}
+    for _ in range(100):  # exited, not yet reaped: a zombie
+        if lease_mod.process_start(child.pid) is None:
+            break
+        time.sleep(0.02)
+    assert not lease_mod.holder_alive(lease)
+    child.wait()
 
 
 def test_a_corrupt_lease_reads_as_expired(tmp_path):
@@ -165,3 +177,45 @@ def test_the_lease_directory_is_shared_like_tmp(tmp_path):
     Lease(str(directory)).acquire(record("a"))
     assert directory.stat().st_mode & 0o7777 == 0o1777
     assert (directory / lease_mod.LEASE_FILE).stat().st_mode & 0o777 == 0o644
+
+
+def test_a_run_whose_controller_is_gone_is_stopped_and_the_node_taken_but_a_live_owners_run_is_refused(tmp_path):
+    # A stand-in supervisor: it lets go of the lease when SIGTERM reaches it, as run_supervisor does.
+    directory = str(tmp_path)
+    script = (
+        "import signal, sys, time\n"
+        "sys.path[:0] = [sys.argv[2]]\n"
+        "from _lease import Lease\n"
+        "signal.signal(signal.SIGTERM, lambda *a: (time.sleep(0.3), Lease(sys.argv[1]).release('old'), sys.exit(0)))\n"
+        "print('ready', flush=True)\n"
+        "while True: time.sleep(0.1)\n"
+    )
+    argv = [sys.executable, "-c", script, directory, os.path.dirname(lease_mod.__file__)]
+    holder = subprocess.Popen(argv, stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline() == "ready\n"
+        Lease(directory).acquire(dict(record("old", pid=holder.pid), owner="me@ctl (pid 1)", grace_s=2))
+        with pytest.raises(LeaseHeld, match="its supervisor"):  # its controller still runs: refused
+            lease_mod.take(directory, "new", "me@ctl (pid 2)", 60, lambda argv: (0, "", ""), gone_owner="x")
+        taken = lease_mod.take(
+            directory, "new", "me@ctl (pid 2)", 60, lambda argv: (0, "", ""), gone_owner="me@ctl (pid 1)"
+        )
+        assert holder.wait(timeout=10) == 0
+    finally:
+        holder.kill()
+        holder.wait()
+    assert "stopped run old, whose controller (me@ctl (pid 1)) is gone" in taken["message"]
+    assert Lease(directory).read()["run_id"] == "new"
+
+
+def test_an_abandoned_supervisor_that_does_not_let_go_is_refused_after_its_bound(tmp_path):
+    child = subprocess.Popen(["bash", "-c", "trap '' TERM; sleep 30 & wait; sleep 30"])
+    try:
+        lease = Lease(str(tmp_path))
+        lease.acquire(dict(record("old", pid=child.pid), owner="gone"))
+        ticks = iter(range(0, 10000, 50))
+        with pytest.raises(LeaseHeld, match="did not stop within 90s"):
+            lease_mod.stop_abandoned(lease, lease.read(), "gone", clock=lambda: next(ticks), sleep=lambda s: None)
+    finally:
+        child.kill()
+        child.wait()
