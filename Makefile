@@ -24,12 +24,13 @@ COLLECTION_LINK := .collections/ansible_collections/aorta/cluster
 export PATH := $(BIN):$(PATH)
 export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
 
-.PHONY: help venv link lint ruff typecheck ansible-lint sanity unit integration molecule test bench demo standin-up standin-down clean
+.PHONY: help venv link lint ruff typecheck ansible-lint sanity unit integration faults molecule test bench demo standin-up standin-down clean
 
 help:
 	@echo "make demo   whole pipeline on a local stand-in cluster (no GPU needed)"
 	@echo "make test   lint, sanity, unit and integration tests"
 	@echo "make bench  benchmarks (each prints a BENCH line)"
+	@echo "make faults the fault matrix on the stand-in cluster (a table of fault, expected, got)"
 
 venv: $(STAMP) link
 
@@ -74,6 +75,11 @@ unit: venv
 
 integration: venv
 	$(BIN)/pytest tests/integration
+
+# The fault matrix alone (also part of `make test`): prints fault, expected, got, seconds, left on nodes.
+faults: venv
+	$(BIN)/pytest tests/integration/test_faults.py \
+		tests/integration/test_supervision.py::test_a_node_that_dies_mid_run_is_named_and_the_others_are_still_collected
 
 # molecule drives the collection's playbook against its own stand-in cluster (before pytest's,
 # so pytest's summary is the last line CI reads).

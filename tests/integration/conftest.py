@@ -19,6 +19,7 @@ sys.path.insert(0, str(REPO / "tests" / "standin"))
 import standin  # noqa: E402  (lives beside the tests, not in a package)
 
 BIN = Path(sys.executable).parent
+STATUS_DIR = "/var/tmp/aorta-cluster"  # the stand-in's aorta_lease_dir (the default)
 
 
 class Cluster:
@@ -68,6 +69,62 @@ class Cluster:
         run_json = results / "run.json"
         return proc, json.loads(run_json.read_text()) if run_json.exists() else None, results, elapsed
 
+    def start(self, tmp_path: Path, run_id: str, *extra_args: str, inventory: Path | None = None, **extra_vars):
+        """ansible-playbook in its own session (so a kill reaches every fork and ssh), output to a
+        file; returns (process, results dir, output file)."""
+        results = tmp_path / f"results-{run_id}"
+        out = tmp_path / f"{run_id}.out"
+        env = dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"), ANSIBLE_NOCOLOR="1", ANSIBLE_FORCE_COLOR="0")
+        argv = [
+            str(BIN / "ansible-playbook"),
+            "aorta_multinode.yml",
+            "-i",
+            str(inventory or self.cluster_json),
+            "-e",
+            f"@{self.vars_yml}",
+            "-e",
+            json.dumps({"aorta_results_dir": str(results), "aorta_run_id": run_id, **extra_vars}),
+            *extra_args,
+        ]
+        with open(out, "w") as log:  # the child keeps its own copy of the descriptor
+            proc = subprocess.Popen(
+                argv, cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+            )
+        return proc, results, out
+
+    def node_status(self, index: int, run_id: str) -> dict | None:
+        """The supervisor's status file of ``run_id`` on node ``index`` (None until it is there)."""
+        out = self.node_exec(index, "cat", f"{STATUS_DIR}/runs/{run_id}.json", check=False)
+        try:
+            return json.loads(out)
+        except ValueError:
+            return None
+
+    def workload_processes(self) -> list[str]:
+        return [
+            line
+            for i in range(len(self.nodes))
+            for line in self.node_exec(i, "ps", "-eo", "args").splitlines()
+            if "torchrun" in line or "train.py" in line
+        ]
+
+    def containers_of(self, run_id: str, indexes=None) -> list[str]:
+        return [
+            c
+            for i in (range(len(self.nodes)) if indexes is None else indexes)
+            for c in self.node_exec(i, "docker", "ps", "-aq", "--filter", f"label=aorta.cluster.run={run_id}").split()
+        ]
+
+    def wait_until_training(self, indexes, run_id: str, proc, out: Path) -> None:
+        """Until the supervisors of those nodes say running and every one of their ranks made a step."""
+        for _attempt in range(240):
+            statuses = [self.node_status(i, run_id) for i in indexes]
+            if all(s and s["state"] == "running" and min(s["progress"].values() or [0]) > 0 for s in statuses):
+                return
+            assert proc.poll() is None, out.read_text()[-3000:]
+            time.sleep(1)
+        raise AssertionError("the ranks never started training: " + out.read_text()[-3000:])
+
     def containers_left(self) -> list[str]:
         """Containers of any aorta run still on any node."""
         return [
@@ -116,7 +173,28 @@ def standin_cluster():
     images = subprocess.run(
         ["docker", "images", "--format", "{{.Repository}}"], capture_output=True, text=True, check=True
     ).stdout.split()
-    assert set(images) <= {"aorta-standin-node", "aorta-standin-workload"}, images  # only the cache
+    # Only the caches: the stand-in's images and `make ee`'s.
+    assert set(images) <= {"aorta-standin-node", "aorta-standin-workload", "aorta-ee-base", "aorta-cluster-ee"}, images
+
+
+# The table `make faults` prints: one row per fault case, added by the case before it asserts.
+FAULT_ROWS: list[dict] = []
+
+
+@pytest.fixture(scope="session")
+def fault_table():
+    return FAULT_ROWS
+
+
+def pytest_terminal_summary(terminalreporter):
+    if not FAULT_ROWS:
+        return
+    columns = ("fault", "expected", "got", "seconds", "left on nodes")
+    rows = [[str(r.get(c, "")) for c in columns] for r in FAULT_ROWS]
+    widths = [max(len(c), *(len(r[i]) for r in rows)) for i, c in enumerate(columns)]
+    terminalreporter.section("fault matrix")
+    for line in [list(columns), ["-" * w for w in widths], *rows]:
+        terminalreporter.write_line("  ".join(cell.ljust(w) for cell, w in zip(line, widths)).rstrip())
 
 
 def read_json(path: Path) -> dict:

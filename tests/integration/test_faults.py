@@ -1,0 +1,265 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""The fault matrix on the stand-in cluster: what a large cluster meets every day.
+
+Each case drives the real playbook over SSH against real nodes, injects its fault from outside
+(as the network, the disk or the operator would), and asserts the run's status, the node it names,
+a time bound and that nothing is left running. Each adds a row to the table `make faults` prints.
+The node-death case lives at the end of test_supervision.py (it restarts a node container).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import signal
+import threading
+import time
+import uuid
+
+import pytest
+
+pytestmark = pytest.mark.standin
+
+
+def leftovers(cluster, run_id: str) -> list[str]:
+    """This run's containers and any workload process still on any node."""
+    return cluster.containers_of(run_id) + cluster.workload_processes()
+
+
+def wait_for_nothing_left(cluster, run_id: str, seconds: float) -> list[str]:
+    """The supervisors remove their containers as their last step: give them that long."""
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        left = leftovers(cluster, run_id)
+        if not left:
+            return []
+        time.sleep(1)
+    return leftovers(cluster, run_id)
+
+
+def manifest_of(results):
+    path = results / "combined_traces" / "manifest.json"
+    return json.loads(path.read_text()) if path.exists() else None
+
+
+def tree_is_whole(results, manifest) -> bool:
+    """Every file the manifest lists for a collected node is there with its size and hash; no
+    staging directory is left behind."""
+    if (results / ".staging").exists():
+        return False
+    for node in manifest["nodes"]:
+        if not node["collected"]:
+            continue
+        for entry in node["files"]:
+            path = results / "combined_traces" / f"node_{node['rank']}" / entry["path"]
+            if not path.is_file() or path.stat().st_size != entry["size"]:
+                return False
+            if hashlib.sha256(path.read_bytes()).hexdigest() != entry["sha256"]:
+                return False
+    return True
+
+
+def test_ten_healthy_runs_in_a_row_all_complete_with_complete_manifests(standin_cluster, tmp_path, fault_table):
+    inventory = standin_cluster.cluster_file(tmp_path, 2)
+    outcomes = []
+    started = time.monotonic()
+    for _ in range(10):
+        _proc, run, results, elapsed = standin_cluster.run(tmp_path, inventory=inventory)
+        manifest = manifest_of(results)
+        complete = bool(
+            manifest
+            and not manifest["missing_ranks"]
+            and not manifest["nodes_not_collected"]
+            and all(n["collected"] for n in manifest["nodes"])
+            and tree_is_whole(results, manifest)
+        )
+        outcomes.append((run["status"] if run else None, complete, round(elapsed, 1)))
+    took = time.monotonic() - started
+    good = sum(1 for status, complete, _ in outcomes if status == "COMPLETED" and complete)
+    left = standin_cluster.containers_left()
+    fault_table.append(
+        {
+            "fault": "none: 10 healthy runs in a row (2 nodes)",
+            "expected": "10/10 COMPLETED, complete manifests",
+            "got": f"{good}/10",
+            "seconds": f"{took:.0f} ({took / 10:.0f} per run)",
+            "left on nodes": len(left),
+        }
+    )
+    assert good == 10, outcomes
+    assert left == []
+
+
+def test_a_node_whose_fabric_link_goes_down_mid_run_is_named_first(standin_cluster, tmp_path, fault_table):
+    """Its SSH stays up; every rank waits at the same collective; the node's own check names it."""
+    deadline, grace = 45, 5
+    index = 1
+    victim = standin_cluster.nodes[index]
+    run_id = "fabric-cut-" + uuid.uuid4().hex[:6]
+    proc, results, out = standin_cluster.start(
+        tmp_path,
+        run_id,
+        aorta_timeout_seconds=deadline,
+        aorta_kill_grace_seconds=grace,
+        aorta_training_overrides={"training.max_steps": 1000000},
+    )
+    try:
+        standin_cluster.wait_until_training(range(len(standin_cluster.nodes)), run_id, proc, out)
+        standin_cluster.node_exec(index, "ip", "link", "set", victim["fabric_if"], "down")
+        cut = time.monotonic()
+        proc.wait(timeout=deadline + grace + 300)
+        ended_after = time.monotonic() - cut
+    finally:
+        standin_cluster.node_exec(index, "ip", "link", "set", victim["fabric_if"], "up")
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    run = json.loads((results / "run.json").read_text())
+    left = wait_for_nothing_left(standin_cluster, run_id, 30)
+    fault_table.append(
+        {
+            "fault": f"fabric interface of node {index} down mid-run (3 nodes)",
+            "expected": f"TIMEOUT or FAILED, first {victim['mgmt_ip']}",
+            "got": f"{run['status']}, first {run['first_failure']}",
+            "seconds": f"{ended_after:.0f} after the cut (deadline {deadline})",
+            "left on nodes": len(left),
+        }
+    )
+    assert run["status"] in ("TIMEOUT", "FAILED"), run["message"]
+    assert run["first_failure"] == victim["mgmt_ip"], run["message"]
+    assert f"fabric {victim['fabric_if']} down" in run["message"]
+    assert victim["mgmt_ip"] in run["diagnosis"]["summary"]
+    assert ended_after < deadline + grace + 120, ended_after
+    assert left == []
+
+
+def test_ssh_that_drops_during_one_nodes_pull_is_retried_or_recorded_and_leaves_no_half_tree(
+    standin_cluster, tmp_path, fault_table
+):
+    """The node's SSH connections are reset for a few seconds once the pull starts."""
+    index, hold = 1, 4
+    victim = standin_cluster.nodes[index]
+    run_id = "ssh-cut-" + uuid.uuid4().hex[:6]
+    rule = ["INPUT", "-p", "tcp", "--dport", "22", "-j", "REJECT", "--reject-with", "tcp-reset"]
+    started = time.monotonic()
+    proc, results, out = standin_cluster.start(tmp_path, run_id)
+    cut_at = []
+
+    def cut_when_the_pull_starts():
+        while proc.poll() is None:
+            if "TASK [aorta.cluster.trace_collect : Pull the archive" in out.read_text():
+                standin_cluster.node_exec(index, "iptables", "-I", *rule)
+                cut_at.append(time.monotonic())
+                time.sleep(hold)
+                standin_cluster.node_exec(index, "iptables", "-D", *rule)
+                return
+            time.sleep(0.05)
+
+    cutter = threading.Thread(target=cut_when_the_pull_starts)
+    cutter.start()
+    try:
+        proc.wait(timeout=600)
+    finally:
+        cutter.join(timeout=hold + 5)
+        standin_cluster.node_exec(index, "iptables", "-D", *rule, check=False)  # gone already, normally
+    took = time.monotonic() - started
+    run = json.loads((results / "run.json").read_text())
+    manifest = manifest_of(results)
+    node = next(n for n in manifest["nodes"] if n["name"] == victim["mgmt_ip"])
+    left = wait_for_nothing_left(standin_cluster, run_id, 30)
+    fault_table.append(
+        {
+            "fault": f"SSH of node {index} reset for {hold}s during its pull",
+            "expected": "pull retried, or node recorded not collected; tree whole",
+            "got": f"{run['status']}, collected {node['collected']} after {node['pull_attempts']} attempt(s)",
+            "seconds": f"{took:.0f}",
+            "left on nodes": len(left),
+        }
+    )
+    assert cut_at, "the pull never started: " + out.read_text()[-3000:]
+    assert (node["collected"] and node["pull_attempts"] > 1) or (not node["collected"] and node["error"]), node
+    assert tree_is_whole(results, manifest)
+    if node["collected"]:
+        assert run["status"] == "COMPLETED" and not manifest["missing_ranks"], run["message"]
+    else:
+        assert victim["mgmt_ip"] in run["combined_traces"]["nodes_not_collected"]
+    assert left == []
+
+
+def test_a_node_whose_output_disk_fills_while_the_workload_writes_is_named_with_the_disk(
+    standin_cluster, tmp_path, fault_table
+):
+    """A 100 KiB tmpfs under the node's output root: the profiler's trace does not fit."""
+    index = 1
+    victim = standin_cluster.nodes[index]
+    run_id = "disk-full-" + uuid.uuid4().hex[:6]
+    outputs = "/root/aorta/aorta_runs"  # the stand-in's aorta_path and the default output root
+    standin_cluster.node_exec(index, "mkdir", "-p", outputs)
+    standin_cluster.node_exec(index, "mount", "-t", "tmpfs", "-o", "size=100k", "tmpfs", outputs)
+    try:
+        started = time.monotonic()
+        proc, run, _results, _elapsed = standin_cluster.run(tmp_path, aorta_run_id=run_id)
+        took = time.monotonic() - started
+    finally:
+        standin_cluster.node_exec(index, "umount", outputs, check=False)
+    left = wait_for_nothing_left(standin_cluster, run_id, 30)
+    fault_table.append(
+        {
+            "fault": f"output disk of node {index} full while writing (100 KiB tmpfs)",
+            "expected": f"FAILED, first {victim['mgmt_ip']}, disk named",
+            "got": f"{run['status']}, first {run['first_failure']}",
+            "seconds": f"{took:.0f}",
+            "left on nodes": len(left),
+        }
+    )
+    assert proc.returncode != 0
+    assert run["status"] == "FAILED" and run["first_failure"] == victim["mgmt_ip"], run["message"]
+    assert f"disk full: {outputs}/{run_id}" in run["message"]
+    assert "disk full" in run["diagnosis"]["summary"]
+    assert left == []
+
+
+def test_ctrl_c_mid_run_leaves_the_nodes_to_their_supervisors_and_a_rerun_stops_it_and_completes(
+    standin_cluster, tmp_path, fault_table
+):
+    """SIGINT to ansible-playbook's process group, as a terminal's Ctrl-C sends it. Ansible stops at
+    once (no always: sections run); each node's supervisor still holds the run to its deadline, and a
+    re-run from this controller stops it first instead of waiting for that deadline."""
+    deadline = 300
+    run_id = "ctrl-c-" + uuid.uuid4().hex[:6]
+    proc, _results, out = standin_cluster.start(
+        tmp_path, run_id, aorta_timeout_seconds=deadline, aorta_training_overrides={"training.max_steps": 1000000}
+    )
+    try:
+        standin_cluster.wait_until_training(range(len(standin_cluster.nodes)), run_id, proc, out)
+        os.killpg(proc.pid, signal.SIGINT)
+        proc.wait(timeout=60)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    interrupted = time.monotonic()
+    assert proc.returncode != 0
+    assert standin_cluster.workload_processes(), "the supervisors keep the run until told otherwise"
+
+    rerun, run2, _results2, _elapsed2 = standin_cluster.run(tmp_path)
+    took = time.monotonic() - interrupted
+    left = wait_for_nothing_left(standin_cluster, run_id, 30)
+    fault_table.append(
+        {
+            "fault": "Ctrl-C (SIGINT) of ansible-playbook mid-run, re-run at once",
+            "expected": "re-run stops the old run, COMPLETED",
+            "got": f"re-run {run2['status'] if run2 else None}",
+            "seconds": f"{took:.0f} from Ctrl-C to the re-run's end (deadline {deadline})",
+            "left on nodes": len(left),
+        }
+    )
+    assert rerun.returncode == 0 and run2["status"] == "COMPLETED", rerun.stdout[-3000:]
+    assert f"stopped run {run_id}, whose controller" in rerun.stdout
+    assert took < deadline / 2, took  # it did not wait for the old deadline
+    # The old run never trained beside the new one: on every node (one clock) it had ended before
+    # the new run was launched there, and not by its deadline.
+    for i in range(len(standin_cluster.nodes)):
+        old, new = standin_cluster.node_status(i, run_id), standin_cluster.node_status(i, run2["run_id"])
+        launched = next(e["at"] for e in new["events"] if e["what"] == "launched")
+        assert old["finished"] and old["outcome"] != "timeout" and old["ended_at"] < launched, (old, new)
+    assert left == [] and standin_cluster.containers_left() == []
