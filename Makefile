@@ -24,12 +24,14 @@ COLLECTION_LINK := .collections/ansible_collections/aorta/cluster
 export PATH := $(BIN):$(PATH)
 export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
 
-.PHONY: help venv link lint ruff typecheck ansible-lint sanity unit integration faults molecule test bench demo standin-up standin-down clean
+.PHONY: help venv link lint ruff typecheck ansible-lint sanity unit integration faults molecule test bench demo ee ee-demo standin-up standin-down clean
 
 help:
 	@echo "make demo   whole pipeline on a local stand-in cluster (no GPU needed)"
 	@echo "make test   lint, sanity, unit and integration tests"
 	@echo "make bench  benchmarks (each prints a BENCH line)"
+	@echo "make ee     the execution environment image (ansible-builder, local base)"
+	@echo "make ee-demo the demo's pipeline inside that image, as AWX runs it"
 	@echo "make faults the fault matrix on the stand-in cluster (a table of fault, expected, got)"
 
 venv: $(STAMP) link
@@ -94,6 +96,16 @@ N ?= 2
 demo: venv
 	tools/install-host-deps.sh
 	N=$(N) tools/demo.sh
+
+# The execution environment image, built here with ansible-builder on a debootstrapped Debian
+# trixie base (no registry, no Galaxy); tagged by a hash of its inputs, so a second run is instant.
+ee: venv
+	BIN=$(BIN) tools/build_ee.sh
+
+# The demo's pipeline inside that image, as an AWX execution node runs it.
+ee-demo: venv
+	tools/install-host-deps.sh
+	N=$(N) BIN=$(BIN) tools/ee_demo.sh
 
 standin-up: venv
 	$(BIN)/python tests/standin/standin.py up --nodes $(N)

@@ -64,7 +64,7 @@ def test_ten_healthy_runs_in_a_row_all_complete_with_complete_manifests(standin_
     inventory = standin_cluster.cluster_file(tmp_path, 2)
     outcomes = []
     started = time.monotonic()
-    for _ in range(10):
+    for _run in range(10):
         _proc, run, results, elapsed = standin_cluster.run(tmp_path, inventory=inventory)
         manifest = manifest_of(results)
         complete = bool(
@@ -76,7 +76,7 @@ def test_ten_healthy_runs_in_a_row_all_complete_with_complete_manifests(standin_
         )
         outcomes.append((run["status"] if run else None, complete, round(elapsed, 1)))
     took = time.monotonic() - started
-    good = sum(1 for status, complete, _ in outcomes if status == "COMPLETED" and complete)
+    good = sum(1 for status, complete, _seconds in outcomes if status == "COMPLETED" and complete)
     left = standin_cluster.containers_left()
     fault_table.append(
         {

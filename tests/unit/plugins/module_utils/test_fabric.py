@@ -56,7 +56,7 @@ def test_a_head_that_never_answers_is_not_reached_within_the_timeout():
         port = server.getsockname()[1]
         fillers = []
         try:
-            for _ in range(8):
+            for _filler in range(8):
                 filler = socket.socket()
                 filler.setblocking(False)
                 filler.connect_ex(("127.0.0.1", port))

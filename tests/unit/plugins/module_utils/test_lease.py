@@ -81,7 +81,7 @@ def test_release_only_by_the_holder(tmp_path):
 def test_a_zombie_holder_is_not_alive():
     child = subprocess.Popen(["true"])
     lease = {"holder_pid": child.pid, "holder_start": lease_mod.process_start(child.pid)}
-    for _ in range(100):  # exited, not yet reaped: a zombie
+    for _attempt in range(100):  # exited, not yet reaped: a zombie
         if lease_mod.process_start(child.pid) is None:
             break
         time.sleep(0.02)
