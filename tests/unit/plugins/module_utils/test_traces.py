@@ -1,0 +1,41 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""_traces.find_new_files: this run's files are the ones at or after the start floor, and a floor
+read from the file system's own clock holds when that clock is not the node's (NFS)."""
+
+from __future__ import annotations
+
+import os
+import time
+
+from ansible_collections.aorta.cluster.plugins.module_utils._traces import find_new_files
+
+
+def stamp(path, when):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("x")
+    os.utime(path, (when, when))
+
+
+def test_files_at_or_after_the_floor_are_taken_older_ones_and_excluded_dirs_are_not(tmp_path):
+    floor = 1_000_000.0
+    stamp(tmp_path / "old" / "trace.json", floor - 1)
+    stamp(tmp_path / "same_second.json", floor)  # a coarse clock stamps it with the floor itself
+    stamp(tmp_path / "new" / "trace.json", floor + 5)
+    (tmp_path / "link.json").symlink_to(tmp_path / "new" / "trace.json")
+    assert find_new_files(str(tmp_path), floor) == ["new/trace.json", "same_second.json"]
+    assert find_new_files(str(tmp_path / "missing"), floor) == []
+
+
+def test_a_file_server_behind_the_node_loses_nothing_with_the_file_systems_floor(tmp_path):
+    # An NFS server 30 s behind the node stamps every file with its own clock, the file the
+    # container writes at start included (run_container's .aorta-write-test, whose mtime is the
+    # floor). The node's clock read at launch is ahead of every file this run writes.
+    server_behind = 30.0
+    node_clock_at_launch = time.time()
+    marker = tmp_path / ".aorta-write-test"
+    stamp(marker, node_clock_at_launch - server_behind)
+    floor_from_the_file_system = os.stat(marker).st_mtime
+    marker.unlink()
+    stamp(tmp_path / "torch_profiler" / "rank0" / "trace.json", node_clock_at_launch + 10 - server_behind)
+    assert find_new_files(str(tmp_path), node_clock_at_launch) == []  # the node's floor loses the trace
+    assert find_new_files(str(tmp_path), floor_from_the_file_system) == ["torch_profiler/rank0/trace.json"]
