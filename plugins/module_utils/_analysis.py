@@ -4,8 +4,8 @@
 """Per-trace metrics from a Kineto (torch.profiler) Chrome trace, TraceLens-compatible.
 
 Private to this collection. Standard library only, so the per-rank step can run on the nodes;
-uses msgspec typed decoding (only the fields needed, ``args`` left raw until a GPU or launch event
-needs them) when it is installed, which decodes faster than orjson builds a full object tree.
+the trace is decoded by _decode (msgspec when installed) and the times are interval unions
+(_intervals).
 
 ``gpu_timeline`` follows TraceLens' definitions: GPU events are ``kernel``, ``gpu_memcpy`` and
 ``gpu_memset``; by default only those a launch links to (a ``cuda_runtime``/``cuda_driver`` event
@@ -21,19 +21,26 @@ and memset is computation; times are lengths of interval unions.
 from __future__ import annotations
 
 import bisect
-import gzip
-import json
 import os
 import re
 import statistics
 from concurrent.futures import ProcessPoolExecutor
 
 from ansible_collections.aorta.cluster.plugins.module_utils import _timeline
-
-try:  # optional, faster decoding
-    import msgspec
-except ImportError:  # pragma: no cover - exercised on nodes without msgspec
-    msgspec = None  # type: ignore[assignment]
+from ansible_collections.aorta.cluster.plugins.module_utils._decode import (
+    TraceFileError,
+    event_args,
+    event_name,
+    load,
+    short_error,
+)
+from ansible_collections.aorta.cluster.plugins.module_utils._intervals import (
+    clip,
+    intersect_length,
+    length,
+    subtract,
+    union,
+)
 
 GPU_CATS = ("kernel", "gpu_memcpy", "gpu_memset")
 LAUNCH_CATS = ("cuda_runtime", "cuda_driver")
@@ -60,209 +67,6 @@ KERNEL_CATEGORIES = (
     ("reduce", re.compile(r"reduce|softmax|sum_|_sum|argmax|max_|mean", re.I)),
     ("elementwise", re.compile(r"elementwise|vectorized|unrolled|pointwise|fill|copy|add|mul|relu|gelu|silu", re.I)),
 )
-
-
-class TraceFileError(Exception):
-    """One trace file cannot be analysed; the message names the file and says why."""
-
-
-if msgspec is not None:
-
-    class _Event(msgspec.Struct, omit_defaults=True):
-        # name and args stay raw bytes until an event that matters needs them: most events of a
-        # big trace (python_function, cpu_instant_event) never do, and a str per name costs RAM.
-        ph: str = ""
-        cat: str = ""
-        name: msgspec.Raw = msgspec.Raw(b'""')
-        ts: float = 0.0
-        dur: float = 0.0
-        pid: object = None
-        tid: object = None
-        id: object = None
-        args: msgspec.Raw = msgspec.Raw(b"{}")
-
-    class _Outline(msgspec.Struct):
-        # Each event kept as its raw bytes: decoded a batch at a time, so the decoded events of
-        # a multi-GB trace never all exist at once.
-        traceEvents: msgspec.Raw = msgspec.Raw(b"[]")
-        distributedInfo: object = None
-        deviceProperties: object = None
-        baseTimeNanoseconds: object = None
-
-    _EVENTS_DECODER = msgspec.json.Decoder(_Outline)
-    _BATCH_DECODER = msgspec.json.Decoder(list[_Event])
-    _ARGS_DECODER = msgspec.json.Decoder(dict)
-    _NAME_DECODER = msgspec.json.Decoder(str)
-else:  # pragma: no cover - the standard-library path decodes every field up front
-    _EVENTS_DECODER = _BATCH_DECODER = _ARGS_DECODER = _NAME_DECODER = None
-_CHUNK_BYTES = 16 << 20  # about 16 MB of events decoded at a time
-
-
-def _read(path: str) -> bytes:
-    try:
-        if path.endswith(".gz"):
-            with gzip.open(path, "rb") as handle:
-                return handle.read()
-        with open(path, "rb") as handle:
-            return handle.read()
-    except (OSError, EOFError) as exc:
-        raise TraceFileError(f"{path}: cannot read ({exc})") from None
-
-
-class _Plain:
-    """An event decoded by the standard library, with the attribute names of the msgspec struct."""
-
-    __slots__ = ("args", "cat", "dur", "id", "name", "ph", "pid", "tid", "ts")
-
-    def __init__(self, raw: dict) -> None:
-        self.ph = raw.get("ph", "")
-        self.cat = raw.get("cat", "")
-        self.name = raw.get("name", "")
-        self.ts = raw.get("ts", 0.0)
-        self.dur = raw.get("dur", 0.0)
-        self.pid = raw.get("pid")
-        self.tid = raw.get("tid")
-        self.id = raw.get("id")
-        self.args = raw.get("args") or {}
-
-
-def load(path: str):
-    """Decode a trace: (events, distributedInfo, deviceProperties, baseTimeNanoseconds). Every
-    failure names the file."""
-    data = _read(path)
-    if not data.strip():
-        raise TraceFileError(f"{path}: empty file")
-    if msgspec is not None:
-        try:
-            outline = _EVENTS_DECODER.decode(data)
-        except (msgspec.DecodeError, msgspec.ValidationError) as exc:
-            raise TraceFileError(f"{path}: not a Kineto trace: {_short(exc)}") from None
-        array = outline.traceEvents
-        first = data.find(b"[", data.find(b'"traceEvents"'))
-        last = first + len(array) - 1
-        if first < 0 or data[last : last + 1] != b"]" or data[first : first + 64] != memoryview(array)[:64].tobytes():
-            # Not where a Kineto writer puts it: decode the raw array on its own.
-            data, first, last = bytes(array), 0, len(array) - 1
-        return (
-            _batched(path, data, first, last),
-            outline.distributedInfo,
-            outline.deviceProperties,
-            outline.baseTimeNanoseconds,
-        )
-    try:
-        raw = json.loads(data)
-    except (ValueError, RecursionError) as exc:
-        raise TraceFileError(f"{path}: not a Kineto trace: {_short(exc)}") from None
-    if not isinstance(raw, dict) or not isinstance(raw.get("traceEvents", []), list):
-        raise TraceFileError(f"{path}: not a Kineto trace: no traceEvents array")
-    events = [_Plain(e) for e in raw.get("traceEvents", []) if isinstance(e, dict)]
-    return events, raw.get("distributedInfo"), raw.get("deviceProperties"), raw.get("baseTimeNanoseconds")
-
-
-def _batched(path: str, data: bytes, first: int, last: int):
-    """Events of the ``traceEvents`` array ``data[first:last + 1]``, decoded about ``_CHUNK_BYTES`` at a time.
-
-    The array is cut after a ``}`` followed by ``,``; a cut that falls inside a string makes the
-    piece fail to decode, and the cut moves on to the next candidate.
-    """
-    view = memoryview(data)
-    pos = first + 1  # after [
-    while pos < last:
-        cut = min(pos + _CHUNK_BYTES, last)
-        while True:
-            if cut < last:
-                found = data.find(b"},", cut, last)
-                cut = last if found < 0 else found + 1
-            piece = bytearray(b"[")
-            piece += view[pos:cut]
-            piece += b"]"
-            try:
-                events = _BATCH_DECODER.decode(piece)
-                break
-            except (msgspec.DecodeError, msgspec.ValidationError) as exc:
-                if cut >= last:
-                    raise TraceFileError(f"{path}: not a Kineto trace: {_short(exc)}") from None
-        del piece
-        yield from events
-        pos = cut + 1  # past the comma
-
-
-def _short(exc: Exception) -> str:
-    return str(exc).splitlines()[0][:200]
-
-
-def _decoded(event, field: str, decoder, empty):
-    """A field msgspec left raw, decoded on first use and kept (events read by json are decoded already)."""
-    value = getattr(event, field)
-    if msgspec is None or not isinstance(value, msgspec.Raw):
-        return value
-    try:
-        value = decoder.decode(value)
-    except (msgspec.DecodeError, msgspec.ValidationError):
-        value = empty
-    setattr(event, field, value)
-    return value
-
-
-def _name(event) -> str:
-    return _decoded(event, "name", _NAME_DECODER, "")
-
-
-def _args(event) -> dict:
-    return _decoded(event, "args", _ARGS_DECODER, {})
-
-
-def union(intervals) -> list:
-    """Merged, sorted (start, end) intervals."""
-    merged: list = []
-    for start, end in sorted(intervals):
-        if merged and start <= merged[-1][1]:
-            merged[-1][1] = max(merged[-1][1], end)
-        else:
-            merged.append([start, end])
-    return merged
-
-
-def length(intervals) -> float:
-    return sum(end - start for start, end in intervals)
-
-
-def subtract(a, b) -> list:
-    """Parts of the merged intervals ``a`` not covered by the merged intervals ``b``."""
-    out, j = [], 0
-    for start, end in a:
-        cur = start
-        while j < len(b) and b[j][1] <= cur:
-            j += 1
-        k = j
-        while k < len(b) and b[k][0] < end:
-            if b[k][0] > cur:
-                out.append([cur, b[k][0]])
-            cur = max(cur, b[k][1])
-            if cur >= end:
-                break
-            k += 1
-        if cur < end:
-            out.append([cur, end])
-    return out
-
-
-def intersect_length(a, b) -> float:
-    total, i, j = 0.0, 0, 0
-    while i < len(a) and j < len(b):
-        lo, hi = max(a[i][0], b[j][0]), min(a[i][1], b[j][1])
-        if hi > lo:
-            total += hi - lo
-        if a[i][1] < b[j][1]:
-            i += 1
-        else:
-            j += 1
-    return total
-
-
-def _clip(intervals, window) -> list:
-    """Parts of merged ``intervals`` inside merged ``window``."""
-    return subtract(intervals, subtract(union(intervals), window)) if window else intervals
 
 
 _CATEGORY_MEMO: dict = {}  # kernel names repeat thousands of times; the regexes are the cost
@@ -311,7 +115,7 @@ def analyse(path: str, include_unlinked_kernels: bool = False) -> dict:
         cat = event.cat
         if event.ph == "X":
             if cat in cpu_cats:
-                name = _name(event)
+                name = event_name(event)
                 span = (event.ts, event.ts + event.dur)
                 if cat == "user_annotation" and step_match(name):
                     steps.append(span)
@@ -326,14 +130,14 @@ def analyse(path: str, include_unlinked_kernels: bool = False) -> dict:
                     if cat == "user_annotation":
                         annotations.append((name, span))
             elif cat in gpu_cats:
-                _name(event)  # decoded now: the raw field would keep its whole batch in memory
-                _args(event)
+                event_name(event)  # decoded now: the raw field would keep its whole batch in memory
+                event_args(event)
                 gpu.append(event)
             elif cat in launch_cats:
-                corr = _args(event).get("correlation")
+                corr = event_args(event).get("correlation")
                 if corr is not None:
                     launch_corr.add(corr)
-                    if _name(event) in GRAPH_LAUNCHES:
+                    if event_name(event) in GRAPH_LAUNCHES:
                         graph_corr.add(corr)
         elif cat == "ac2g":
             if event.ph == "s":
@@ -350,14 +154,14 @@ def analyse(path: str, include_unlinked_kernels: bool = False) -> dict:
     gpu_collectives, gpu_activity = [], []
     for event in gpu:
         span = (event.ts, event.ts + event.dur)
-        name = _name(event)
+        name = event_name(event)
         comm_kernel = event.cat == "kernel" and _is_comm(name)
         if comm_kernel:
             gpu_collectives.append((name, span))
         else:
             gpu_activity.append((name, span, event.tid))
         if not include_unlinked_kernels:
-            corr = _args(event).get("correlation")
+            corr = event_args(event).get("correlation")
             linked = corr in graph_corr or (
                 corr in launch_corr and corr in flow_start and flow_end.get(corr) == (event.pid, event.tid)
             )
@@ -369,7 +173,7 @@ def analyse(path: str, include_unlinked_kernels: bool = False) -> dict:
             continue
         if comm_kernel:
             comm.append(span)
-            args = _args(event)
+            args = event_args(event)
             key = args.get("Collective name") or name.split("(")[0]
             item = collectives.setdefault(key, {"count": 0, "time_ms": 0.0, "bytes": 0})
             item["count"] += 1
@@ -478,8 +282,8 @@ def _cpu_or_gpu_ratios(result, steps, cpu_comm, cpu_ops) -> dict:
         # computation the other CPU ops; exposed communication is the part no op overlaps.
         window = union(steps) or union(cpu_ops + cpu_comm)
         total = length(window) / 1000.0
-        comm_u = _clip(union(cpu_comm), window)
-        ops_u = _clip(union(cpu_ops), window)
+        comm_u = clip(union(cpu_comm), window)
+        ops_u = clip(union(cpu_ops), window)
         compute = length(subtract(ops_u, comm_u)) / 1000.0
         comm = length(comm_u) / 1000.0
         exposed = max(comm - intersect_length(comm_u, ops_u) / 1000.0, 0.0) if comm else 0.0
@@ -520,7 +324,7 @@ def safe_analyse(path: str, include_unlinked_kernels: bool = False) -> dict:
     except TraceFileError as exc:
         return {"file": path, "error": str(exc)}
     except (ValueError, TypeError, KeyError, OverflowError, AttributeError, RecursionError, MemoryError) as exc:
-        return {"file": path, "error": f"{path}: cannot analyse: {type(exc).__name__}: {_short(exc)}"}
+        return {"file": path, "error": f"{path}: cannot analyse: {type(exc).__name__}: {short_error(exc)}"}
 
 
 def find_traces(root: str) -> list:

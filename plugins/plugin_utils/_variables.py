@@ -17,7 +17,7 @@ import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from ansible_collections.aorta.cluster.plugins.module_utils._report import threshold_problems
+from ansible_collections.aorta.cluster.plugins.module_utils._thresholds import threshold_problems
 
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _OVERRIDE_KEY = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.\-]*$")

@@ -14,7 +14,7 @@ from ansible.module_utils.common.validation import check_type_dict
 from ansible.plugins.loader import inventory_loader
 
 from ansible_collections.aorta.cluster.plugins.inventory import cluster_json
-from ansible_collections.aorta.cluster.plugins.module_utils import _report
+from ansible_collections.aorta.cluster.plugins.module_utils import _thresholds
 from ansible_collections.aorta.cluster.plugins.plugin_utils import _launch
 
 REPO = Path(__file__).resolve().parents[2]
@@ -132,7 +132,7 @@ def test_threshold_default_text_means_the_role_default():
     """The textarea default goes through the module's dict conversion, then the report's number check."""
     question = next(q for q in load("survey_spec.json")["spec"] if q["variable"] == "aorta_expected_results")
     parsed = check_type_dict(question["default"])
-    limits = {name: _report._threshold_limit(name, value) for name, value in parsed.items()}
+    limits = {name: _thresholds._threshold_limit(name, value) for name, value in parsed.items()}
     assert limits == role_default("aorta_expected_results")
 
 

@@ -50,4 +50,4 @@ def test_the_node_side_summary_does_not_ship_the_renderer():
                 if name and name not in shipped and (utils / f"_{name}.py").exists():
                     shipped.add(name)
                     todo.append(utils / f"_{name}.py")
-    assert shipped == {"analysis", "timeline"}, shipped
+    assert shipped == {"analysis", "decode", "intervals", "timeline"}, shipped

@@ -1,0 +1,270 @@
+# Copyright (c) aorta.cluster contributors
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""The report's files: aorta_benchmark_report.json, timeline.json, per_rank.csv and report.html
+(with PNG plots when matplotlib is installed).
+
+Private to this collection; controller side (the node-side summary never ships it).
+"""
+
+from __future__ import annotations
+
+import base64
+import csv
+import io
+import json
+import os
+import statistics
+
+from ansible_collections.aorta.cluster.plugins.module_utils._analysis import TIMELINE_ROWS
+from ansible_collections.aorta.cluster.plugins.module_utils._stragglers import STRAGGLER_ALPHA
+
+CSV_COLUMNS = (
+    "rank",
+    "node",
+    "file",
+    "iteration_time_ms",
+    "compute_ratio",
+    "comm_ratio",
+    "overlap_ratio",
+    "compute_per_iteration_ms",
+    "comm_wait_per_iteration_ms",
+    "total_time_us",
+)
+
+
+def write_outputs(report: dict, out_dir: str) -> dict:
+    """aorta_benchmark_report.json, per_rank.csv and report.html (with PNG plots when matplotlib is here)."""
+    os.makedirs(out_dir, exist_ok=True)
+    paths = {
+        "report": os.path.join(out_dir, "aorta_benchmark_report.json"),
+        "csv": os.path.join(out_dir, "per_rank.csv"),
+        "html": os.path.join(out_dir, "report.html"),
+    }
+    timeline = report.get("_timeline")
+    report = {k: v for k, v in report.items() if k != "_timeline"}
+    if timeline is not None:
+        paths["timeline"] = os.path.join(out_dir, "timeline.json")
+        _atomic_write(paths["timeline"], json.dumps(timeline, separators=(",", ":")) + "\n")
+    _atomic_write(paths["report"], json.dumps(report, indent=2, sort_keys=False) + "\n")
+    buffer = io.StringIO()
+    writer = csv.writer(buffer)
+    writer.writerow([*CSV_COLUMNS, *(f"gpu_{row}_ms" for row in TIMELINE_ROWS)])
+    for r in report["per_rank_summary"]:
+        writer.writerow([r[c] for c in CSV_COLUMNS] + [r["gpu_timeline"][row] for row in TIMELINE_ROWS])
+    _atomic_write(paths["csv"], buffer.getvalue())
+    _atomic_write(paths["html"], render_html(report))
+    return paths
+
+
+def _atomic_write(path: str, text: str) -> None:
+    tmp = path + ".tmp"
+    with open(tmp, "w") as handle:
+        handle.write(text)
+    os.replace(tmp, path)
+
+
+def _plots(report: dict) -> list:
+    try:
+        import matplotlib  # noqa: PLC0415 - optional, controller only
+
+        matplotlib.use("Agg")
+        from matplotlib import pyplot as plt  # noqa: PLC0415
+    except ImportError:
+        return []
+    ranks = report["per_rank_summary"]
+    if not ranks:
+        return []
+    slow = {s["rank"] for s in report["stragglers"]}
+    labels = [str(r["rank"]) for r in ranks]
+    figures = []
+
+    fig, ax = plt.subplots(figsize=(max(6, len(ranks) * 0.5), 3.6))
+    compute = [r["compute_per_iteration_ms"] or 0 for r in ranks]
+    wait = [r["comm_wait_per_iteration_ms"] or 0 for r in ranks]
+    iteration = [r["iteration_time_ms"] or 0 for r in ranks]
+    other = [max(i - c - w, 0) for i, c, w in zip(iteration, compute, wait)]
+    ax.bar(labels, compute, label="compute", color="#3b7dd8")
+    ax.bar(labels, wait, bottom=compute, label="exposed communication", color="#e8a33d")
+    ax.bar(labels, other, bottom=[c + w for c, w in zip(compute, wait)], label="other / idle", color="#c8c8c8")
+    ax.set_xlabel("global rank")
+    ax.set_ylabel("ms per iteration")
+    ax.set_title("Per-rank time breakdown (per iteration)")
+    ax.legend(fontsize=8)
+    figures.append(("Per-rank time breakdown", fig))
+
+    fig, ax = plt.subplots(figsize=(max(6, len(ranks) * 0.5), 3.6))
+    colors = ["#d62728" if r["rank"] in slow else "#3b7dd8" for r in ranks]
+    ax.bar(labels, iteration, color=colors)
+    ax.set_xlabel("global rank (red: suspected straggler)")
+    ax.set_ylabel("mean iteration time (ms)")
+    ax.set_title("Iteration time per rank")
+    figures.append(("Iteration time per rank, stragglers marked", fig))
+
+    nodes = sorted({r["node"] for r in ranks})
+    fig, ax = plt.subplots(figsize=(max(6, len(nodes) * 1.2), 3.6))
+    node_compute = [
+        statistics.fmean([r["compute_per_iteration_ms"] or 0 for r in ranks if r["node"] == n]) for n in nodes
+    ]
+    node_wait = [
+        statistics.fmean([r["comm_wait_per_iteration_ms"] or 0 for r in ranks if r["node"] == n]) for n in nodes
+    ]
+    positions = range(len(nodes))
+    ax.bar([p - 0.2 for p in positions], node_compute, width=0.4, label="compute", color="#3b7dd8")
+    ax.bar([p + 0.2 for p in positions], node_wait, width=0.4, label="exposed communication", color="#e8a33d")
+    ax.set_xticks(list(positions))
+    ax.set_xticklabels(nodes, rotation=20, ha="right", fontsize=8)
+    ax.set_ylabel("ms per iteration (mean of the node's ranks)")
+    ax.set_title("Per-node view")
+    ax.legend(fontsize=8)
+    figures.append(("Per-node view", fig))
+
+    images = []
+    for title, fig in figures:
+        fig.tight_layout()
+        buffer = io.BytesIO()
+        fig.savefig(buffer, format="png", dpi=110)
+        plt.close(fig)
+        images.append((title, base64.b64encode(buffer.getvalue()).decode()))
+    return images
+
+
+def _esc(value) -> str:
+    return str(value).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace('"', "&quot;")
+
+
+def _fmt(value, digits=3) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, float):
+        return f"{value:.{digits}f}"
+    return _esc(value)
+
+
+HEADLINE = (
+    "avg_step_time_ms",
+    "avg_iteration_time_ms",
+    "std_iteration_time_us",
+    "avg_compute_ratio",
+    "avg_comm_ratio",
+    "avg_overlap_ratio",
+)
+
+
+def _why_html(diagnosis) -> str:
+    """ "Why it stopped": the ranks behind with their frames, what the others wait in, kernel trouble."""
+    if not diagnosis:
+        return ""
+    behind = diagnosis.get("behind") or []
+    errors = diagnosis.get("node_errors") or []
+    if not behind and not errors and diagnosis.get("kind") == "none":
+        return ""
+    parts = ["<h2>Why it stopped</h2>", f"<p class='bad'>{_esc(diagnosis.get('summary', ''))}</p>"]
+    if behind:
+        parts.append(
+            "<table><tr><th>rank</th><th>node</th><th>frame</th><th>in</th><th>last collective</th>"
+            "<th>exception</th></tr>"
+        )
+        for row in behind:
+            last = f"{row['last_op']} #{row['seq']}" if row.get("last_op") else ""
+            exc = f"{row['exception']}: {row.get('message') or ''}" if row.get("exception") else ""
+            cells = (row.get("rank"), row.get("node"), row.get("frame"), row.get("stuck_in"), last, exc)
+            parts.append("<tr>" + "".join(f"<td>{_esc(c if c is not None else '')}</td>" for c in cells) + "</tr>")
+        parts.append("</table>")
+    if diagnosis.get("waiting"):
+        parts.append(f"<p>Waiting: {_esc(diagnosis['waiting'])} (found by {_esc(diagnosis.get('method', ''))})</p>")
+    if errors:
+        parts.append("<h3>Kernel log</h3><table><tr><th>node</th><th>at</th><th>kind</th><th>line</th></tr>")
+        for row in errors:
+            line = (row.get("node"), row.get("at"), row.get("kind"), row.get("line"))
+            parts.append("<tr>" + "".join(f"<td>{_esc(c if c is not None else '')}</td>" for c in line) + "</tr>")
+        parts.append("</table>")
+    if diagnosis.get("evidence"):
+        parts.append("<p>Evidence: " + ", ".join(_esc(p) for p in diagnosis["evidence"]) + "</p>")
+    return "".join(parts)
+
+
+def _change(delta) -> str:
+    return "" if delta is None else f"{delta * 100:+.1f}%"
+
+
+def _baseline_html(baseline) -> str:
+    if not baseline:
+        return ""
+    css = "bad" if baseline["verdict"] == "regression" else "ok"
+    rows = "".join(
+        f"<tr><td>{_esc(name)}</td><td>{_fmt(m['now'])}</td><td>{_fmt(m['then'])}</td>"
+        f"<td>{_change(m['delta_ratio'])}</td></tr>"
+        for name, m in baseline["metrics"].items()
+    )
+    return (
+        f"<h2>Against the baseline</h2><p class='{css}'>{_esc(baseline['verdict'])} (tolerance "
+        f"{baseline['tolerance'] * 100:.0f}%) against {_esc(baseline['source'])}"
+        f"{(': ' + _esc(baseline['reason'])) if baseline.get('reason') else ''}</p>"
+        f"<table><tr><th>figure</th><th>now</th><th>then</th><th>change</th></tr>{rows}</table>"
+    )
+
+
+def render_html(report: dict) -> str:
+    perf = report["performance"]
+    parts = [
+        "<!doctype html><html><head><meta charset='utf-8'><title>Aorta benchmark report</title><style>"
+        "body{font-family:sans-serif;margin:2em;color:#222}table{border-collapse:collapse;margin:1em 0}"
+        "td,th{border:1px solid #ccc;padding:4px 8px;text-align:right}th{background:#f0f0f0}"
+        ".bad{color:#b00020;font-weight:bold}.ok{color:#1b7f3b}img{max-width:100%}</style></head><body>",
+        f"<h1>Aorta benchmark report</h1><p>Status: <b>{_esc(report['status'])}</b> &middot; "
+        f"{report['cluster']['nodes']} nodes &middot; {len(report['per_rank_summary'])} ranks analysed &middot; "
+        f"counting: {_esc(report['counting'])}</p>",
+        _why_html(report.get("diagnosis")),
+        _baseline_html(report.get("baseline")),
+        "".join(f"<p class='bad'>{_esc(note)}</p>" for note in (report.get("tools") or {}).get("notes", [])),
+        "<h2>Headline</h2><table><tr><th>avg step (ms)</th><th>avg profiled window, CVS iteration (ms)</th>"
+        "<th>std window across ranks (us)</th><th>compute ratio</th>"
+        "<th>comm ratio</th><th>overlap ratio</th></tr><tr>"
+        + "".join(f"<td>{_fmt(perf[k])}</td>" for k in HEADLINE)
+        + "</tr></table>",
+    ]
+    if report["validation"]["checks"]:
+        parts.append("<h2>Thresholds</h2><ul>")
+        for check in report["validation"]["checks"]:
+            css = "ok" if check["passed"] else "bad"
+            parts.append(f"<li class='{css}'>{'PASS' if check['passed'] else 'FAIL'}: {_esc(check['reason'])}</li>")
+        parts.append("</ul>")
+    parts.append("<h2>Stragglers</h2>")
+    test = report.get("straggler_test") or {}
+    if report["stragglers"]:
+        parts.append(
+            "<table><tr><th>rank</th><th>node</th><th>excess compute</th><th>slowest in steps</th>"
+            "<th>arrived last</th><th>compute/iter (ms)</th><th>comm wait/iter (ms)</th></tr>"
+        )
+        for s in report["stragglers"]:
+            parts.append(
+                f"<tr><td>{s['rank']}</td><td>{_esc(s['node'])}</td><td>{s['excess_ratio'] * 100:.0f}%</td>"
+                f"<td>{s['slowest_steps']}/{s['steps']} (p={s['p_value_steps']:.3g})</td>"
+                f"<td>{s['last_arrivals']}/{s['collectives']} (p={s['p_value_arrivals']:.3g})</td>"
+                f"<td>{_fmt(s['compute_per_iteration_ms'])}</td><td>{_fmt(s['comm_wait_per_iteration_ms'])}</td></tr>"
+            )
+        parts.append("</table>")
+        for node in report["slow_nodes"]:
+            parts.append(f"<p class='bad'>Node {_esc(node['node'])} is slow as a whole (ranks {node['ranks']}).</p>")
+    else:
+        parts.append(f"<p class='ok'>{_esc(test.get('verdict', 'No rank stands out.'))}</p>")
+    if test:
+        parts.append(
+            f"<p>Test: a rank is named when being alone the slowest that often, in the profiled steps or at"
+            f" the collectives, has under {test.get('alpha', STRAGGLER_ALPHA):.0%} chance from noise across"
+            f" {test.get('ranks')} ranks (binomial, Bonferroni), and its compute exceeds the median by more than"
+            f" {test.get('threshold', 0) * 100:.0f}%; {test.get('steps')} steps,"
+            f" {test.get('collectives')} collectives.</p>"
+        )
+    if report["missing_ranks"]:
+        parts.append(f"<p class='bad'>Missing ranks: {report['missing_ranks']}</p>")
+    for error in report["errors"]:
+        parts.append(f"<p class='bad'>{_esc(error['error'])}</p>")
+    for title, image in _plots(report):
+        parts.append(f"<h2>{_esc(title)}</h2><img alt='{_esc(title)}' src='data:image/png;base64,{image}'>")
+    parts.append("<h2>Per rank</h2><table><tr>" + "".join(f"<th>{c}</th>" for c in CSV_COLUMNS) + "</tr>")
+    for r in report["per_rank_summary"]:
+        parts.append("<tr>" + "".join(f"<td>{_fmt(r[c])}</td>" for c in CSV_COLUMNS) + "</tr>")
+    parts.append("</table></body></html>\n")
+    return "".join(parts)

@@ -1,0 +1,96 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""Decoding Kineto traces: msgspec and the standard library give the same events and figures, the
+chunked decoding survives cuts inside strings, and a file that is not a trace is named."""
+
+from __future__ import annotations
+
+import gzip
+import json
+
+import pytest
+
+from ansible_collections.aorta.cluster.plugins.module_utils import _analysis, _decode
+
+ROWS = ("computation_time", "exposed_comm_time", "exposed_memcpy_time", "busy_time", "idle_time", "total_time")
+
+
+def test_standard_library_alone_gives_the_same_figures(shared_dir, monkeypatch):
+    """Nodes without msgspec decode with json; the figures must not change."""
+    path = str(shared_dir / "fixtures" / "traces" / "mi300" / "resnet-act-checkpoint.json.gz")
+    fast = _analysis.analyse(path)
+    monkeypatch.setattr(_decode, "msgspec", None)
+    plain = _analysis.analyse(path)
+    for row in ROWS:
+        assert plain["gpu_timeline"][row] == pytest.approx(fast["gpu_timeline"][row], rel=1e-12)
+    assert plain["collectives"] == fast["collectives"]
+    assert plain["iterations"] == fast["iterations"]
+    bad = _analysis.safe_analyse(str(shared_dir / "fixtures" / "traces" / "README.md"))
+    assert "error" in bad
+
+
+def test_chunked_decoding_survives_cuts_inside_strings(tmp_path, monkeypatch):
+    """Events are decoded a few MB at a time, cut after '},'; a name holding '},' must not break it."""
+
+    def step(name, ts, dur, cat="user_annotation", tid=1):
+        return {"ph": "X", "cat": cat, "name": name, "ts": ts, "dur": dur, "pid": 1, "tid": tid}
+
+    events = []
+    for i in range(400):
+        events.append(step(f"ProfilerStep#{i}", i * 1000.0, 900.0))
+        events.append(step('weird},{"name": "x"},', i * 1000.0, 400.0, cat="cpu_op"))
+        events.append(step("gloo:all_reduce", i * 1000.0 + 400, 500.0, tid=2))
+    path = tmp_path / "trace.json"
+    path.write_text(json.dumps({"distributedInfo": {"rank": 0, "world_size": 1}, "traceEvents": events}))
+    monkeypatch.setattr(_decode, "_CHUNK_BYTES", 97)  # cuts land everywhere, inside strings too
+    chunked = _analysis.analyse(str(path))
+    monkeypatch.setattr(_decode, "msgspec", None)
+    plain = _analysis.analyse(str(path))
+    assert chunked["iterations"] == plain["iterations"] and chunked["iterations"]["count"] == 400
+    assert chunked["comm_time_ms"] == pytest.approx(plain["comm_time_ms"])
+    assert chunked["compute_time_ms"] == pytest.approx(plain["compute_time_ms"])
+
+
+@pytest.mark.parametrize("fast", [True, False])
+@pytest.mark.parametrize(
+    ("content", "words"),
+    [
+        (b"", "empty file"),
+        (b"   \n", "empty file"),
+        (b'{"traceEvents": [', "not a Kineto trace"),
+        (b"[1, 2]", "not a Kineto trace"),
+        (b'{"traceEvents": {"a": 1}}', "not a Kineto trace"),
+    ],
+)
+def test_a_file_that_is_not_a_trace_is_named_with_why(tmp_path, monkeypatch, fast, content, words):
+    if not fast:
+        monkeypatch.setattr(_decode, "msgspec", None)
+    path = tmp_path / "rank0.json"
+    path.write_bytes(content)
+    with pytest.raises(_decode.TraceFileError, match=words) as caught:
+        list(_decode.load(str(path))[0])
+    assert str(path) in str(caught.value)
+
+
+@pytest.mark.parametrize("fast", [True, False])
+def test_events_names_args_and_distributed_info_are_read_the_same_both_ways(tmp_path, monkeypatch, fast):
+    if not fast:
+        monkeypatch.setattr(_decode, "msgspec", None)
+    trace = {
+        "distributedInfo": {"rank": 3, "world_size": 8},
+        "baseTimeNanoseconds": 17,
+        "traceEvents": [
+            {"ph": "X", "cat": "kernel", "name": "k\u00e9", "ts": 1.5, "dur": 2, "pid": 0, "tid": 7,
+             "args": {"correlation": 42}},
+            {"ph": "i", "name": "marker"},
+        ],
+    }  # fmt: skip
+    path = tmp_path / "rank3.json.gz"
+    path.write_bytes(gzip.compress(json.dumps(trace).encode()))
+    events, info, _devices, base_ns = _decode.load(str(path))
+    events = list(events)
+    assert info == {"rank": 3, "world_size": 8} and base_ns == 17
+    assert [(e.ph, e.cat, _decode.event_name(e), e.ts, e.dur) for e in events] == [
+        ("X", "kernel", "k\u00e9", 1.5, 2),
+        ("i", "", "marker", 0.0, 0.0),
+    ]
+    assert _decode.event_args(events[0]) == {"correlation": 42} and _decode.event_args(events[1]) == {}

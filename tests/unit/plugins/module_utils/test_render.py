@@ -1,0 +1,33 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""report.html: "Why it stopped" comes first, from the diagnosis of a recorded stand-in hang, and is
+absent when nothing went wrong."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from ansible_collections.aorta.cluster.plugins.module_utils import _render, _report
+from ansible_collections.aorta.cluster.plugins.plugin_utils._diagnosis import diagnose_run
+
+DATA = Path(__file__).parents[1] / "plugin_utils" / "diagnosis_data"
+
+
+def test_why_it_stopped_comes_first_with_the_frame_of_the_rank_behind(tmp_path):
+    nodes = json.loads((DATA / "hang" / "run.json").read_text())["nodes"]
+    trouble = [{"at": 1.0, "kind": "xgmi", "line": "<xgmi> lost"}]
+    nodes[0]["node_errors"] = {"source": "dmesg", "error": "", "lines": trouble}
+    diagnosis = diagnose_run(str(DATA / "hang"), "TIMEOUT", nodes, 2)
+    report = _report.build_report(str(tmp_path))  # no traces: a hang before the profiler exported
+    report["diagnosis"] = diagnosis
+    html = _render.render_html(report)
+    why = html.index("<h2>Why it stopped</h2>")
+    assert why < html.index("<h2>Headline</h2>")
+    assert diagnosis["behind"][0]["frame"] in html and "gloo:broadcast #5" in html
+    assert "&lt;xgmi&gt; lost" in html and "<xgmi>" not in html
+
+
+def test_a_completed_run_without_trouble_has_no_why_section(tmp_path):
+    report = _report.build_report(str(tmp_path))
+    report["diagnosis"] = diagnose_run(str(tmp_path), "COMPLETED", [{"name": "n0"}], 1)
+    assert "Why it stopped" not in _render.render_html(report)
