@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -304,3 +305,99 @@ def test_the_profilers_closing_sliver_of_a_step_is_not_an_iteration(tmp_path):
     result = _analysis.analyse(str(path))
     assert result["iterations"]["count"] == 4 and result["iterations"]["mean"] == pytest.approx(0.08)
     assert result["partial_steps"] == 1
+
+
+def reference_timeline(events: list, include_unlinked: bool) -> dict | None:
+    """TraceLens' gpu_timeline from first principles, over plain json events, by a sweep over every
+    boundary (not the module's interval code): GPU events are kernel / gpu_memcpy / gpu_memset; by
+    default only those a launch links to (launch correlation, an ac2g flow start with that id and
+    its end at the event's pid/tid) or that carry a graph launch's correlation; nccl / rccl /
+    cross_device_reduce kernels communicate, gpu_memcpy and MEMORY_COPY_* / __amd_rocclr_copyBuffer*
+    kernels copy, the rest computes."""
+    gpu = [e for e in events if e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset")]
+    if not include_unlinked:
+        launches, graphs = set(), set()
+        for e in events:
+            if e.get("cat") in ("cuda_runtime", "cuda_driver") and "correlation" in (e.get("args") or {}):
+                launches.add(e["args"]["correlation"])
+                if e.get("name") in ("cudaGraphLaunch", "hipGraphLaunch"):
+                    graphs.add(e["args"]["correlation"])
+        starts = {e.get("id") for e in events if e.get("cat") == "ac2g" and e.get("ph") == "s"}
+        ends = {
+            e.get("id"): (e.get("pid"), e.get("tid")) for e in events if e.get("cat") == "ac2g" and e.get("ph") == "f"
+        }
+
+        def linked(e):
+            corr = (e.get("args") or {}).get("correlation")
+            return corr in graphs or (corr in launches and corr in starts and ends.get(corr) == (e["pid"], e["tid"]))
+
+        gpu = [e for e in gpu if linked(e)]
+    if not gpu:
+        return None
+
+    def kind(e):
+        name = e.get("name") or ""
+        if e["cat"] == "gpu_memcpy" or (
+            e["cat"] == "kernel" and name.startswith(("MEMORY_COPY_", "__amd_rocclr_copyBuffer"))
+        ):
+            return "memcpy"
+        if e["cat"] == "kernel" and any(m in name for m in ("nccl", "rccl", "cross_device_reduce")):
+            return "comm"
+        return "comp"
+
+    edges = []
+    for e in gpu:
+        edges += [(e["ts"], 1, kind(e)), (e["ts"] + e["dur"], -1, kind(e))]
+    edges.sort(key=lambda edge: edge[0])
+    active = {"comp": 0, "comm": 0, "memcpy": 0}
+    sums = dict.fromkeys(("comp", "comm", "memcpy", "busy", "exposed_comm", "exposed_memcpy"), 0.0)
+    last = edges[0][0]
+    for at, step, what in edges:
+        width = at - last
+        if width > 0:
+            sums["comp"] += width if active["comp"] else 0
+            sums["comm"] += width if active["comm"] else 0
+            sums["memcpy"] += width if active["memcpy"] else 0
+            sums["busy"] += width if any(active.values()) else 0
+            sums["exposed_comm"] += width if active["comm"] and not active["comp"] else 0
+            sums["exposed_memcpy"] += width if active["memcpy"] and not active["comp"] and not active["comm"] else 0
+        active[what] += step
+        last = at
+    total = max(e["ts"] + e["dur"] for e in gpu) - min(e["ts"] for e in gpu)
+    ms = {k: v / 1000.0 for k, v in sums.items()}
+    return {
+        "computation_time": ms["comp"],
+        "exposed_comm_time": ms["exposed_comm"],
+        "exposed_memcpy_time": ms["exposed_memcpy"],
+        "busy_time": ms["busy"],
+        "idle_time": total / 1000.0 - ms["busy"],
+        "total_time": total / 1000.0,
+        "total_comm_time": ms["comm"],
+        "total_memcpy_time": ms["memcpy"],
+    }
+
+
+# Every trace under the shared fixtures (found where tests/conftest.py's shared_dir finds them).
+_TRACES = Path(os.environ.get("AORTA_SHARED_DIR", Path(__file__).resolve().parents[4].parent / "shared"))
+FIXTURE_TRACES = sorted(
+    str(p.relative_to(_TRACES / "fixtures" / "traces")) for p in (_TRACES / "fixtures" / "traces").rglob("*.json*")
+)
+
+
+def test_the_fixture_traces_are_there():
+    assert len(FIXTURE_TRACES) >= 20, FIXTURE_TRACES  # an empty list would parametrize nothing
+
+
+@pytest.mark.parametrize("name", FIXTURE_TRACES)
+def test_every_fixture_trace_matches_tracelens_definitions_in_both_modes(shared_dir, name):
+    path = shared_dir / "fixtures" / "traces" / name
+    raw = path.read_bytes()
+    events = json.loads(gzip.decompress(raw) if name.endswith(".gz") else raw)["traceEvents"]
+    for unlinked in (False, True):
+        want = reference_timeline(events, unlinked)
+        got = _analysis.analyse(str(path), include_unlinked_kernels=unlinked)["gpu_timeline"]
+        if want is None:
+            assert got is None, (name, unlinked, got)
+            continue
+        for row, value in want.items():
+            assert abs(got[row] - value) <= max(abs(value) * 0.005, 1e-5), (name, unlinked, row, got[row], value)
