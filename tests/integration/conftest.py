@@ -133,6 +133,10 @@ class Cluster:
             for line in self.node_exec(i, "docker", "ps", "-a", "--filter", "label=aorta.cluster.run", "-q").split()
         ]
 
+    def tool(self, tool: str, *args: str, timeout: float = 300) -> subprocess.CompletedProcess:
+        """Any of the venv's Ansible commands, run from the checkout as a user would."""
+        return self._run(tool, *args, timeout=timeout)
+
     def _run(self, tool: str, *args: str, timeout: float) -> subprocess.CompletedProcess:
         env = dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"), ANSIBLE_NOCOLOR="1", ANSIBLE_FORCE_COLOR="0")
         return subprocess.run(

@@ -61,11 +61,19 @@ def tree_is_whole(results, manifest) -> bool:
 
 
 def test_ten_healthy_runs_in_a_row_all_complete_with_complete_manifests(standin_cluster, tmp_path, fault_table):
+    """And none names a straggler: four profiled steps of 50 ms compute each, enough for the test to
+    name one of 4 ranks at 5% (test_insight.py plants one)."""
     inventory = standin_cluster.cluster_file(tmp_path, 2)
-    outcomes = []
+    profile = {"profiling.wait": 1, "profiling.warmup": 1, "profiling.active": 8, "standin.compute_ms": 50}
+    outcomes, named = [], []
     started = time.monotonic()
     for _run in range(10):
-        _proc, run, results, elapsed = standin_cluster.run(tmp_path, inventory=inventory)
+        _proc, run, results, elapsed = standin_cluster.run(
+            tmp_path, inventory=inventory, aorta_training_overrides=profile
+        )
+        report_path = results / "aorta_benchmark_report.json"
+        if report_path.exists():
+            named += [s["rank"] for s in json.loads(report_path.read_text())["stragglers"]]
         manifest = manifest_of(results)
         complete = bool(
             manifest
@@ -81,13 +89,14 @@ def test_ten_healthy_runs_in_a_row_all_complete_with_complete_manifests(standin_
     fault_table.append(
         {
             "fault": "none: 10 healthy runs in a row (2 nodes)",
-            "expected": "10/10 COMPLETED, complete manifests",
-            "got": f"{good}/10",
+            "expected": "10/10 COMPLETED, complete manifests, no straggler",
+            "got": f"{good}/10, stragglers named {named or 'none'}",
             "seconds": f"{took:.0f} ({took / 10:.0f} per run)",
             "left on nodes": len(left),
         }
     )
     assert good == 10, outcomes
+    assert named == [], named
     assert left == []
 
 

@@ -1,0 +1,69 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""Trace insight on the real 2-node stand-in cluster: healthy runs name no straggler, a rank planted
+at 1.5x compute is named first with its node every time, and trace_report.yml against a healthy
+baseline says regression for the slow runs and not for a healthy one."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+pytestmark = pytest.mark.standin
+
+# Four profiled steps of 50 ms compute (the stand-in config runs 6 steps; wait 1, warmup 1): the
+# straggler test needs 4 steps to name one of 4 ranks at 5%, and 5 ms steps on two shared cores
+# are noise.
+PROFILE = {"profiling.wait": 1, "profiling.warmup": 1, "profiling.active": 8, "standin.compute_ms": 50}
+SLOW = {**PROFILE, "standin.slow_rank": 2, "standin.slow_factor": 1.5}
+
+
+def report_of(results) -> dict:
+    return json.loads((results / "aorta_benchmark_report.json").read_text())
+
+
+def test_stragglers_and_baseline_on_the_stand_in_cluster(standin_cluster, tmp_path):
+    inventory = standin_cluster.cluster_file(tmp_path, 2)
+    node_of_rank_2 = standin_cluster.nodes[1]["mgmt_ip"]  # 2 ranks per node: ranks 2 and 3
+
+    def run(overrides, **extra):
+        _proc, record, results, _seconds = standin_cluster.run(
+            tmp_path, inventory=inventory, aorta_training_overrides=overrides, **extra
+        )
+        assert record["status"] == "COMPLETED", record["message"]
+        return results, report_of(results)
+
+    # Two healthy runs name no straggler; the second, against the first, is no regression.
+    baseline, first = run(PROFILE)
+    _again, second = run(PROFILE, aorta_baseline=str(baseline))
+    for report in (first, second):
+        assert report["straggler_test"]["steps"] == 4, report["straggler_test"]
+        assert report["stragglers"] == [] and report["straggler_test"]["verdict"] == "none stands out"
+    assert second["baseline"]["verdict"] in ("same", "within noise"), second["baseline"]
+
+    # Three runs with rank 2 at 1.5x compute: named first with its node, a regression every time.
+    slow_runs = []
+    for _run in range(3):
+        results, report = run(SLOW, aorta_baseline=str(baseline))
+        first_named = report["stragglers"][0]
+        assert (first_named["rank"], first_named["node"]) == (2, node_of_rank_2), first_named
+        assert report["baseline"]["verdict"] == "regression", report["baseline"]
+        slow_runs.append(results)
+
+    # The same verdict from trace_report.yml on a finished run's traces.
+    out = tmp_path / "again"
+    proc = standin_cluster.tool(
+        "ansible-playbook",
+        "trace_report.yml",
+        "-e",
+        json.dumps(
+            {
+                "aorta_traces_dir": str(slow_runs[0] / "combined_traces"),
+                "aorta_report_dir": str(out),
+                "aorta_baseline": str(baseline),
+            }
+        ),
+    )
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    assert report_of(out)["baseline"]["verdict"] == "regression"
+    assert report_of(out)["baseline"]["source"].startswith(str(baseline))
