@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -124,6 +125,31 @@ class Cluster:
             assert proc.poll() is None, out.read_text()[-3000:]
             time.sleep(1)
         raise AssertionError("the ranks never started training: " + out.read_text()[-3000:])
+
+    def run_with_fault(
+        self, tmp_path: Path, run_id: str, inject, *, deadline: int, grace: int, wait_for=None, restore=None
+    ):
+        """A run that would train on past ``deadline``; ``inject()`` once the ranks of the nodes
+        ``wait_for`` (default all) train. Returns (process, results dir, seconds from the fault to the
+        playbook's end); ``restore()`` runs whatever happens."""
+        proc, results, out = self.start(
+            tmp_path,
+            run_id,
+            aorta_timeout_seconds=deadline,
+            aorta_kill_grace_seconds=grace,
+            aorta_training_overrides={"training.max_steps": 1000000},
+        )
+        try:
+            self.wait_until_training(range(len(self.nodes)) if wait_for is None else wait_for, run_id, proc, out)
+            inject()
+            injected = time.monotonic()
+            proc.wait(timeout=deadline + grace + 300)
+            return proc, results, time.monotonic() - injected
+        finally:
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGKILL)
+            if restore is not None:
+                restore()
 
     def containers_left(self) -> list[str]:
         """Containers of any aorta run still on any node."""

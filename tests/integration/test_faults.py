@@ -106,23 +106,15 @@ def test_a_node_whose_fabric_link_goes_down_mid_run_is_named_first(standin_clust
     index = 1
     victim = standin_cluster.nodes[index]
     run_id = "fabric-cut-" + uuid.uuid4().hex[:6]
-    proc, results, out = standin_cluster.start(
+    link = ["ip", "link", "set", victim["fabric_if"]]
+    _proc, results, ended_after = standin_cluster.run_with_fault(
         tmp_path,
         run_id,
-        aorta_timeout_seconds=deadline,
-        aorta_kill_grace_seconds=grace,
-        aorta_training_overrides={"training.max_steps": 1000000},
+        lambda: standin_cluster.node_exec(index, *link, "down"),
+        deadline=deadline,
+        grace=grace,
+        restore=lambda: standin_cluster.node_exec(index, *link, "up"),
     )
-    try:
-        standin_cluster.wait_until_training(range(len(standin_cluster.nodes)), run_id, proc, out)
-        standin_cluster.node_exec(index, "ip", "link", "set", victim["fabric_if"], "down")
-        cut = time.monotonic()
-        proc.wait(timeout=deadline + grace + 300)
-        ended_after = time.monotonic() - cut
-    finally:
-        standin_cluster.node_exec(index, "ip", "link", "set", victim["fabric_if"], "up")
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
     run = json.loads((results / "run.json").read_text())
     left = wait_for_nothing_left(standin_cluster, run_id, 30)
     fault_table.append(

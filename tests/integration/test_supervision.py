@@ -111,23 +111,15 @@ def test_a_node_that_dies_mid_run_is_named_and_the_others_are_still_collected(st
     deadline, grace = 120, 10
     victim = standin_cluster.nodes[-1]
     run_id = "node-death-" + uuid.uuid4().hex[:6]
-    proc, results, out = standin_cluster.start(
+    proc, results, ended_after = standin_cluster.run_with_fault(
         tmp_path,
         run_id,
-        aorta_timeout_seconds=deadline,
-        aorta_kill_grace_seconds=grace,
-        aorta_training_overrides={"training.max_steps": 1000000},
+        lambda: subprocess.run(["docker", "kill", victim["container"]], check=True, capture_output=True),
+        deadline=deadline,
+        grace=grace,
+        wait_for=[len(standin_cluster.nodes) - 1],
+        restore=lambda: subprocess.run(["docker", "start", victim["container"]], check=True, capture_output=True),
     )
-    try:
-        standin_cluster.wait_until_training([len(standin_cluster.nodes) - 1], run_id, proc, out)
-        subprocess.run(["docker", "kill", victim["container"]], check=True, capture_output=True)
-        killed = time.monotonic()
-        proc.wait(timeout=deadline + grace + 300)
-        ended_after = time.monotonic() - killed
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-        subprocess.run(["docker", "start", victim["container"]], check=True, capture_output=True)
     run = json.loads((results / "run.json").read_text())
     left = [c for i in range(len(standin_cluster.nodes) - 1) for c in standin_cluster.containers_of(run_id, [i])]
     fault_table.append(
