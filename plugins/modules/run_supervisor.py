@@ -178,7 +178,10 @@ status:
       C(outcome) (V(ok), V(failed) or V(timeout)), C(rc), C(timed_out), C(reason), C(progress)
       (steps per global rank), C(events) (what happened when), C(log_tail), C(cleanup),
       C(started_at), C(deadline_at), C(ended_at) (node wall clock), C(capture_s) (after a
-      deadline), C(capture_note), C(node_errors) (C(source), C(error), C(lines) of C(at), C(kind), C(line)).
+      deadline), C(capture_note), C(node_errors) (C(source), C(error), C(lines) of C(at), C(kind), C(line)),
+      C(fabric) (when the run did not end well and O(fabric) was given; keys C(interface), C(operstate),
+      C(carrier), C(link_up), C(head), C(head_reached), C(error), C(ok), C(at)) and C(disk) (with
+      O(progress_dir); keys C(path), C(free_bytes), C(total_bytes), C(lowest_free_bytes) seen during the run).
   returned: success
   type: dict
 status_path:
