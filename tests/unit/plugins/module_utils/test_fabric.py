@@ -50,17 +50,23 @@ def test_a_source_address_this_node_does_not_have_is_not_reached():
 
 def test_a_head_that_never_answers_is_not_reached_within_the_timeout():
     # A listener whose accept queue is full drops further SYNs: the connect times out, on loopback.
+    # Fill it until a filler itself is not answered, so the queue is known full before the check.
     with socket.socket() as server:
         server.bind(("127.0.0.1", 0))
         server.listen(0)
         port = server.getsockname()[1]
         fillers = []
         try:
-            for _filler in range(8):
+            for _filler in range(16):
                 filler = socket.socket()
-                filler.setblocking(False)
-                filler.connect_ex(("127.0.0.1", port))
+                filler.settimeout(0.3)
                 fillers.append(filler)
+                try:
+                    filler.connect(("127.0.0.1", port))
+                except socket.timeout:
+                    break
+            else:
+                pytest.fail("the accept queue never filled")
             reached, error = _fabric.reach("127.0.0.1", "127.0.0.1", port, timeout=0.5)
         finally:
             for filler in fillers:

@@ -81,7 +81,7 @@ def test_release_only_by_the_holder(tmp_path):
 def test_a_zombie_holder_is_not_alive():
     child = subprocess.Popen(["true"])
     lease = {"holder_pid": child.pid, "holder_start": lease_mod.process_start(child.pid)}
-    for _attempt in range(100):  # exited, not yet reaped: a zombie
+    for _attempt in range(500):  # exited, not yet reaped: a zombie (up to 10 s on a loaded machine)
         if lease_mod.process_start(child.pid) is None:
             break
         time.sleep(0.02)
@@ -209,8 +209,11 @@ def test_a_run_whose_controller_is_gone_is_stopped_and_the_node_taken_but_a_live
 
 
 def test_an_abandoned_supervisor_that_does_not_let_go_is_refused_after_its_bound(tmp_path):
-    child = subprocess.Popen(["bash", "-c", "trap '' TERM; sleep 30 & wait; sleep 30"])
+    # It says ready once SIGTERM is ignored: signalled before that, bash would just die (seen once).
+    script = "trap '' TERM; echo ready; sleep 30 & wait; sleep 30"
+    child = subprocess.Popen(["bash", "-c", script], stdout=subprocess.PIPE, text=True)
     try:
+        assert child.stdout.readline() == "ready\n"
         lease = Lease(str(tmp_path))
         lease.acquire(dict(record("old", pid=child.pid), owner="gone"))
         ticks = iter(range(0, 10000, 50))

@@ -139,12 +139,19 @@ def test_fabric_is_checked_before_sigterm_and_on_failure_never_on_success(tmp_pa
 
 
 def test_disk_keeps_the_lowest_free_space_seen_while_the_workload_ran(tmp_path):
-    free = iter([500, 100, 900, 900, 900, 900, 900, 900, 900, 900])
+    # The workload ends only once the disk was read twice: no timing decides what the test sees.
+    read_twice = tmp_path / "read-twice"
+    free = iter([500, 100])
 
     def disk():
-        return {"path": "/out", "free_bytes": next(free, 900), "total_bytes": 1000, "error": ""}
+        value = next(free, 900)
+        if value == 100:
+            read_twice.touch()
+        return {"path": "/out", "free_bytes": value, "total_bytes": 1000, "error": ""}
 
-    status = make(tmp_path, ["bash", "-c", "sleep 0.5"], disk_check=disk).run()
+    script = f"while [ ! -e {read_twice} ]; do sleep 0.02; done"
+    status = make(tmp_path, ["bash", "-c", script], disk_check=disk).run()
+    assert status["outcome"] == "ok"
     assert status["disk"]["lowest_free_bytes"] == 100 and status["disk"]["free_bytes"] == 900
 
 
