@@ -27,7 +27,7 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from ansible_collections.aorta.cluster.plugins.plugin_utils._run import disk_text, fabric_suspects, fabric_text
+from ansible_collections.aorta.cluster.plugins.plugin_utils._run import node_trouble
 
 _PREFIX = re.compile(r"^\[rank(\d+)\]:\s?(.*)$")
 _FILE_LINE = re.compile(r'^\s*File "([^"]+)", line (\d+), in (.+)$')
@@ -366,11 +366,7 @@ def diagnose_run(results_dir: str, status: str, nodes: list[Mapping[str, Any]], 
     diagnosis["evidence"] = evidence
     diagnosis["problems"] = problems
     diagnosis["node_errors"] = node_errors(nodes)
-    by_name = {str(n.get("name")): n for n in nodes}
-    diagnosis["node_trouble"] = [
-        {"node": name, "text": fabric_text(by_name[name].get("fabric") or {}), "check": by_name[name].get("fabric")}
-        for name in fabric_suspects(nodes)
-    ] + [{"node": str(n.get("name")), "text": disk_text(n["disk_full"])} for n in nodes if n.get("disk_full")]
+    diagnosis["node_trouble"] = node_trouble(nodes)
     diagnosis["capture"] = {
         str(n.get("name")): {"capture_s": n.get("capture_s"), "note": n.get("capture_note") or ""}
         for n in nodes

@@ -96,14 +96,15 @@ def run_status(nodes: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
         }
     status = "TIMEOUT" if any(n.get("state") == "timeout" for n in bad) else "FAILED"
     laggards = _laggard_nodes(bad)
-    # What the nodes themselves saw go wrong comes first: a fabric path that broke, a disk that filled.
-    suspects = set(fabric_suspects(nodes)) | {str(n.get("name")) for n in bad if n.get("disk_full")}
+    # What the nodes themselves saw go wrong comes first: a fabric path that broke, a disk that filled
+    # (a disk row comes after a fabric row of the same node, and is the one said).
+    trouble = {row["node"]: row["text"] for row in node_trouble(nodes)}
     order = {"unreachable": 0, "timeout": 1, "not_started": 2, "failed": 3}
 
     def origin_key(node):
         failure = node.get("failure") or {}
         return (
-            node.get("name") not in suspects,
+            str(node.get("name")) not in trouble,
             node.get("name") not in laggards,
             order.get(str(node.get("state")), 4),
             bool(failure.get("secondary")),
@@ -113,7 +114,7 @@ def run_status(nodes: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
 
     bad = sorted(bad, key=origin_key)
     names = [str(n.get("name")) for n in bad]
-    detail = ", ".join(_describe(n, n.get("name") in laggards, n.get("name") in suspects) for n in bad)
+    detail = ", ".join(_describe(n, n.get("name") in laggards, trouble.get(str(n.get("name")), "")) for n in bad)
     return {
         "status": status,
         "failed_nodes": names,
@@ -143,6 +144,18 @@ def fabric_suspects(nodes: Sequence[Mapping[str, Any]]) -> list[str]:
     return [str(n.get("name")) for n in cut]
 
 
+def node_trouble(nodes: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """What the supervisors saw go wrong on a node itself, a row per finding: the nodes whose fabric
+    path broke (``fabric_suspects``, with their ``check``), then those whose output disk filled
+    (``disk_full``). run_status names these nodes first; the diagnosis lists the rows."""
+    by_name = {str(n.get("name")): n for n in nodes}
+    rows = [
+        {"node": name, "text": fabric_text(by_name[name].get("fabric") or {}), "check": by_name[name].get("fabric")}
+        for name in fabric_suspects(nodes)
+    ]
+    return rows + [{"node": str(n.get("name")), "text": disk_text(n["disk_full"])} for n in nodes if n.get("disk_full")]
+
+
 def _laggard_nodes(nodes: Sequence[Mapping[str, Any]]) -> set[str]:
     """Nodes holding the ranks with the fewest completed steps, when ranks disagree."""
     steps = {}
@@ -166,13 +179,11 @@ def fabric_text(fabric: Mapping[str, Any]) -> str:
     return f"fabric: no worker reached {fabric.get('head')}"
 
 
-def _describe(node: Mapping[str, Any], laggard: bool, suspect: bool = False) -> str:
+def _describe(node: Mapping[str, Any], laggard: bool, trouble: str = "") -> str:
     failure = node.get("failure") or {}
     text = f"{node.get('name')} ({node.get('state')}, exit {node.get('exit_code')}"
-    if suspect and node.get("disk_full"):
-        text += ", " + disk_text(node["disk_full"])
-    elif suspect:
-        text += ", " + fabric_text(node.get("fabric") or {})
+    if trouble:
+        text += ", " + trouble
     if laggard:
         progress = node.get("progress") or {}
         low = min(progress.values())
