@@ -279,18 +279,17 @@ def take(directory, run_id, owner, expires_in, run, docker="docker", check_mode=
     """
     lease = Lease(directory)
     now = time.time() if now is None else now
-    stopped = ""
     current = lease.read()
-    if not check_mode and current and current.get("run_id") != run_id:
-        stopped = stop_abandoned(lease, current, gone_owner)
-        now = time.time() if stopped else now
+    other = current if current and current.get("run_id") != run_id else None
     if check_mode:
-        current = lease.read()
-        if current and current.get("run_id") != run_id:
-            live, why = liveness(current, now, gone_owner=gone_owner)
+        if other:
+            live, why = liveness(other, now, gone_owner=gone_owner)
             if live:
-                raise LeaseHeld(current, why)
+                raise LeaseHeld(other, why)
         return {"result": "free", "previous": None, "stopped": "", "removed_containers": [], "message": ""}
+    stopped = stop_abandoned(lease, other, gone_owner) if other else ""
+    if stopped:  # that took a while: the new lease counts from now
+        now = time.time()
     record = {
         "run_id": run_id,
         "owner": owner,
