@@ -21,10 +21,14 @@ import standin  # noqa: E402  (lives beside the tests, not in a package)
 
 BIN = Path(sys.executable).parent
 STATUS_DIR = "/var/tmp/aorta-cluster"  # the stand-in's aorta_lease_dir (the default)
+# Ansible as a user runs it from the checkout, with plain output the tests can read.
+ENV = dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"), ANSIBLE_NOCOLOR="1", ANSIBLE_FORCE_COLOR="0")
 
 
 class Cluster:
     """A running stand-in cluster and helpers to drive it the way a user would."""
+
+    status_dir = STATUS_DIR
 
     def __init__(self, state: dict) -> None:
         self.state = state
@@ -35,17 +39,12 @@ class Cluster:
     def ansible(self, *args: str, timeout: float = 300) -> subprocess.CompletedProcess:
         return self._run("ansible", "-i", str(self.cluster_json), "-e", f"@{self.vars_yml}", *args, timeout=timeout)
 
+    def _playbook_args(self, inventory: Path | None) -> list[str]:
+        """aorta_multinode.yml on the stand-in's cluster file (or ``inventory``) with its vars."""
+        return ["aorta_multinode.yml", "-i", str(inventory or self.cluster_json), "-e", f"@{self.vars_yml}"]
+
     def playbook(self, *args: str, inventory: Path | None = None, timeout: float = 900) -> subprocess.CompletedProcess:
-        return self._run(
-            "ansible-playbook",
-            "aorta_multinode.yml",
-            "-i",
-            str(inventory or self.cluster_json),
-            "-e",
-            f"@{self.vars_yml}",
-            *args,
-            timeout=timeout,
-        )
+        return self._run("ansible-playbook", *self._playbook_args(inventory), *args, timeout=timeout)
 
     def cluster_file(self, tmp_path: Path, nodes: int, vpc_ip: dict | None = None) -> Path:
         """A cluster.json holding the first ``nodes`` nodes, with some vpc_ip values replaced."""
@@ -75,21 +74,16 @@ class Cluster:
         file; returns (process, results dir, output file)."""
         results = tmp_path / f"results-{run_id}"
         out = tmp_path / f"{run_id}.out"
-        env = dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"), ANSIBLE_NOCOLOR="1", ANSIBLE_FORCE_COLOR="0")
         argv = [
             str(BIN / "ansible-playbook"),
-            "aorta_multinode.yml",
-            "-i",
-            str(inventory or self.cluster_json),
-            "-e",
-            f"@{self.vars_yml}",
+            *self._playbook_args(inventory),
             "-e",
             json.dumps({"aorta_results_dir": str(results), "aorta_run_id": run_id, **extra_vars}),
             *extra_args,
         ]
         with open(out, "w") as log:  # the child keeps its own copy of the descriptor
             proc = subprocess.Popen(
-                argv, cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+                argv, cwd=REPO, env=ENV, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
             )
         return proc, results, out
 
@@ -164,9 +158,8 @@ class Cluster:
         return self._run(tool, *args, timeout=timeout)
 
     def _run(self, tool: str, *args: str, timeout: float) -> subprocess.CompletedProcess:
-        env = dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"), ANSIBLE_NOCOLOR="1", ANSIBLE_FORCE_COLOR="0")
         return subprocess.run(
-            [str(BIN / tool), *args], cwd=REPO, env=env, capture_output=True, text=True, timeout=timeout, check=False
+            [str(BIN / tool), *args], cwd=REPO, env=ENV, capture_output=True, text=True, timeout=timeout, check=False
         )
 
     def node_exec(self, index: int, *argv: str, check: bool = True) -> str:

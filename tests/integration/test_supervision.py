@@ -12,18 +12,12 @@ import os
 import re
 import signal
 import subprocess
-import sys
 import time
 import uuid
-from pathlib import Path
 
 import pytest
 
 pytestmark = pytest.mark.standin
-
-REPO = Path(__file__).resolve().parents[2]
-BIN = Path(sys.executable).parent
-STATUS_DIR = "/var/tmp/aorta-cluster"
 
 
 def test_controller_killed_mid_run_the_nodes_end_the_run_themselves_then_a_new_run_starts_clean(
@@ -67,7 +61,7 @@ def test_controller_killed_mid_run_the_nodes_end_the_run_themselves_then_a_new_r
         # Stopped on the node's own clock: the deadline counted from the node's launch.
         assert deadline <= status["events"][what.index("SIGTERM sent")]["elapsed_s"] < deadline + 20
         # The lease went with the supervisor.
-        assert standin_cluster.node_exec(i, "ls", STATUS_DIR).split().count("node.lease") == 0
+        assert standin_cluster.node_exec(i, "ls", standin_cluster.status_dir).split().count("node.lease") == 0
 
     # The next run finds the nodes clean.
     proc2, run2, _results2, _elapsed2 = standin_cluster.run(tmp_path, aorta_collect_traces=False)
