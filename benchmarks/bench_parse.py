@@ -2,8 +2,9 @@
 
 Builds a trace of at least 200 MB by replicating a real MI300X fixture's events (shifted in time
 so they do not overlap), then measures in this one run, each in a fresh process:
-  ratio_vs_orjson  our analyse() wall time / orjson.loads wall time on the same bytes (target <= 1.0)
-  rss_ratio        our peak RSS / raw file size (target <= 2.0)
+  ratio_vs_orjson  our analyse() wall time, reading the file included / orjson.loads wall time on the
+                   same bytes already read (target <= 0.5)
+  rss_ratio        our peak RSS / raw file size (target <= 1.5)
   ranks_speedup    several rank files: sequential / bounded process pool of 2 (target >= 1.7 on 2 cores)
 Last line: BENCH parse key=value ...
 """
@@ -103,7 +104,7 @@ def main() -> int:
     print(f"4 ranks x {size / 4e6:.0f} MB: sequential {pool['seq']:.2f}s, pool of 2 {pool['par']:.2f}s")
     print(
         f"BENCH parse ratio_vs_orjson={ratio:.2f} rss_ratio={rss_ratio:.2f} ranks_speedup={speedup:.2f} "
-        f"trace_mb={size / 1e6:.0f} targets=ratio<=1.0,rss<=2.0,speedup>=1.7"
+        f"trace_mb={size / 1e6:.0f} targets=ratio<=0.5,rss<=1.5,speedup>=1.7"
     )
     return 0
 

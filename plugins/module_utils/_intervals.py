@@ -13,11 +13,18 @@ from __future__ import annotations
 def union(intervals) -> list:
     """Merged, sorted (start, end) intervals."""
     merged: list = []
-    for start, end in sorted(intervals):
-        if merged and start <= merged[-1][1]:
-            merged[-1][1] = max(merged[-1][1], end)
+    ordered = sorted(intervals)
+    if not ordered:
+        return merged
+    low, high = ordered[0]
+    for start, end in ordered:
+        if start <= high:
+            if end > high:  # noqa: PLR1730 - max() costs a call per interval here
+                high = end
         else:
-            merged.append([start, end])
+            merged.append([low, high])
+            low, high = start, end
+    merged.append([low, high])
     return merged
 
 

@@ -86,11 +86,91 @@ def test_events_names_args_and_distributed_info_are_read_the_same_both_ways(tmp_
     }  # fmt: skip
     path = tmp_path / "rank3.json.gz"
     path.write_bytes(gzip.compress(json.dumps(trace).encode()))
-    events, info, _devices, base_ns = _decode.load(str(path))
-    events = list(events)
+    batches, info, _devices, base_ns = _decode.load(str(path))
+    events = [event for batch in batches for event in batch]
     assert info == {"rank": 3, "world_size": 8} and base_ns == 17
-    assert [(e.ph, e.cat, _decode.event_name(e), e.ts, e.dur) for e in events] == [
+    assert [(e.ph, e.cat, e.name, e.ts, e.dur) for e in events] == [
         ("X", "kernel", "k\u00e9", 1.5, 2),
         ("i", "", "marker", 0.0, 0.0),
     ]
-    assert _decode.event_args(events[0]) == {"correlation": 42} and _decode.event_args(events[1]) == {}
+    assert events[0].args.correlation == 42 and events[1].args.correlation is None
+
+
+def _steps_trace(after_events=None):
+    """Ten 1 ms profiler steps, each with a gloo collective, and whatever keys follow the events."""
+    events = []
+    for i in range(10):
+        events.append(
+            {
+                "ph": "X",
+                "cat": "user_annotation",
+                "name": f"ProfilerStep#{i}",
+                "ts": i * 1000.0,
+                "dur": 1000.0,
+                "pid": 1,
+                "tid": 1,
+            }
+        )
+        events.append(
+            {
+                "ph": "X",
+                "cat": "cpu_op",
+                "name": "gloo:all_reduce",
+                "ts": i * 1000.0 + 600,
+                "dur": 300.0,
+                "pid": 1,
+                "tid": 1,
+                "args": {"correlation": i},
+            }
+        )
+    trace = {"distributedInfo": {"rank": 1, "world_size": 2}, "traceEvents": events}
+    trace.update(after_events or {})
+    return trace  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "after",
+    [
+        {"baseTimeNanoseconds": 5, "traceName": "x]"},  # the last ] is inside a string
+        {"others": [{"ph": "X", "cat": "cpu_op", "name": "aten::mm", "ts": 1, "dur": 1}], "baseTimeNanoseconds": 5},
+        {"others": [1, 2], "baseTimeNanoseconds": 5},
+    ],
+)
+def test_keys_and_arrays_after_the_events_are_read_right(tmp_path, monkeypatch, after):
+    """The quick outline takes the events to end at the file's last ]; when that is not so, the
+    figures are still those of a full decode."""
+    path = tmp_path / "rank1.json"
+    path.write_text(json.dumps(_steps_trace(after)))
+    quick = _analysis.analyse(str(path))
+    monkeypatch.setattr(_decode, "msgspec", None)
+    plain = _analysis.analyse(str(path))
+    assert quick["iterations"] == plain["iterations"] and quick["iterations"]["count"] == 10
+    assert quick["comm_time_ms"] == pytest.approx(plain["comm_time_ms"]) == pytest.approx(3.0)
+    assert quick["rank"] == 1
+
+
+def test_names_and_args_of_another_type_are_read_leniently(tmp_path):
+    """A batch where a name is not a string or args are not an object is decoded anyway."""
+    trace = _steps_trace()
+    trace["traceEvents"] += [
+        {"ph": "X", "cat": "cpu_op", "name": 7, "ts": 1.0, "dur": 1.0, "pid": 1, "tid": 1},
+        {"ph": "X", "cat": "cuda_runtime", "name": "hipLaunchKernel", "ts": 1.0, "dur": 1.0, "args": None},
+        {"ph": "X", "cat": "cuda_runtime", "name": "hipLaunchKernel", "ts": 1.0, "dur": 1.0, "args": [1]},
+    ]
+    path = tmp_path / "rank1.json"
+    path.write_text(json.dumps(trace))
+    batches, *_rest = _decode.load(str(path))
+    events = [event for batch in batches for event in batch]
+    assert [e.name for e in events[-3:]] == ["", "hipLaunchKernel", "hipLaunchKernel"]
+    assert [e.args.correlation for e in events[-3:]] == [None, None, None]
+    assert events[1].args.correlation == 0
+    assert _analysis.analyse(str(path))["comm_time_ms"] == pytest.approx(3.0)
+
+
+def test_a_timestamp_that_is_not_a_number_names_the_file(tmp_path):
+    trace = _steps_trace()
+    trace["traceEvents"][3]["ts"] = "soon"
+    path = tmp_path / "rank1.json"
+    path.write_text(json.dumps(trace))
+    result = _analysis.safe_analyse(str(path))
+    assert str(path) in result["error"] and "not a Kineto trace" in result["error"], result
