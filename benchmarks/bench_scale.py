@@ -8,6 +8,13 @@ rendezvous over TCP on the head's fabric address.
   t_ratio                t64_s / t4_s (target <= 2.0)
   cpu_s_per_node         controller CPU (ansible-playbook, its forks and ssh) per node, 64-node run
                          (target <= 0.5)
+Also printed, to say what bounds the figures on this machine (not targets):
+  host_tasks_per_node    task results per node over the whole play, skipped and controller-side
+                         ones included: each costs the controller a forked worker
+  busy_cpu_s             every core's busy time (/proc/stat) from play start to all ranks started:
+                         controller, the light nodes' sshd and module runs, and the workload,
+                         which share this machine's cores; node_cpu_s is the containers' part
+                         (cgroup cpuacct). busy_cpu_s / cores is the least t64_s could be here.
 Last line: BENCH scale key=value ...
 """
 
@@ -20,6 +27,7 @@ import resource
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import uuid
 from collections import Counter
@@ -94,6 +102,44 @@ def remote_tasks(task_log: Path, until: float) -> Counter:
     return per_node
 
 
+DOCKER_CPU = Path("/sys/fs/cgroup/cpuacct/docker/cpuacct.usage")  # cgroup v1, cgroupfs driver
+
+
+def busy_cpu_s() -> float:
+    """Busy time of every core since boot (user, nice, system, irq, softirq, steal), seconds."""
+    fields = [int(x) for x in Path("/proc/stat").read_text().splitlines()[0].split()[1:]]
+    busy = fields[0] + fields[1] + fields[2] + fields[5] + fields[6] + fields[7]
+    return busy / os.sysconf("SC_CLK_TCK")
+
+
+def docker_cpu_s() -> float | None:
+    try:
+        return int(DOCKER_CPU.read_text()) / 1e9
+    except (OSError, ValueError):
+        return None
+
+
+class Sampler(threading.Thread):
+    """Machine and container CPU every 0.2 s, to read them at the moment all ranks started."""
+
+    def __init__(self) -> None:
+        super().__init__(daemon=True)
+        self.samples: list[tuple[float, float, float | None]] = []
+        self.done = threading.Event()
+
+    def run(self) -> None:
+        while not self.done.is_set():
+            self.samples.append((time.time(), busy_cpu_s(), docker_cpu_s()))
+            self.done.wait(0.2)
+
+    def at(self, when: float) -> tuple[float, float | None]:
+        """(busy, containers) CPU seconds from the first sample to the last one before ``when``."""
+        first = self.samples[0]
+        last = max((s for s in self.samples if s[0] <= when), key=lambda s: s[0], default=first)
+        node = None if first[2] is None or last[2] is None else last[2] - first[2]
+        return last[1] - first[1], node
+
+
 def run(nodes: int, tmp: Path, state: dict) -> dict:
     run_id = f"scale-{nodes}-{uuid.uuid4().hex[:6]}"
     task_log = tmp / f"{run_id}.tasks"
@@ -107,6 +153,8 @@ def run(nodes: int, tmp: Path, state: dict) -> dict:
         AORTA_TASK_LOG=str(task_log),
     )
     extra = {"aorta_run_id": run_id, "aorta_results_dir": str(tmp / run_id)}
+    sampler = Sampler()
+    sampler.start()
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.time()
     proc = subprocess.run(
@@ -115,6 +163,8 @@ def run(nodes: int, tmp: Path, state: dict) -> dict:
         cwd=REPO, env=env, capture_output=True, text=True, timeout=1800, check=False,
     )  # fmt: skip
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    sampler.done.set()
+    sampler.join()
     if proc.returncode != 0:
         run_json = tmp / run_id / "run.json"
         why = json.loads(run_json.read_text())["message"] if run_json.exists() else proc.stdout[-4000:]
@@ -123,6 +173,8 @@ def run(nodes: int, tmp: Path, state: dict) -> dict:
         raise RuntimeError(f"{nodes}-node run failed: {why} (output in build/{run_id}.out)")
     started = ranks_started(state, nodes, f"aorta_runs/{run_id}")
     counts = remote_tasks(task_log, started)
+    host_tasks = Counter(json.loads(line)["host"] for line in task_log.read_text().splitlines())
+    busy, node_cpu = sampler.at(started)
     spans: dict[str, list[float]] = {}
     for line in task_log.read_text().splitlines():
         event = json.loads(line)
@@ -137,6 +189,9 @@ def run(nodes: int, tmp: Path, state: dict) -> dict:
         "remote_max": max(counts.values()),
         "remote_counts": counts,
         "cpu_s": (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime),
+        "host_tasks": max(count for host, count in host_tasks.items() if host != "localhost"),
+        "busy_cpu_s": busy,
+        "node_cpu_s": node_cpu,
     }
 
 
@@ -155,6 +210,14 @@ def main() -> int:
         f"module runs per node before the ranks started: max {large['remote_max']}, "
         f"head {large['remote_counts'].most_common(1)[0]}; controller CPU {large['cpu_s']:.1f}s"
     )
+    cores = os.cpu_count() or 1
+    for label, figures in (("4", small), (str(NODES), large)):
+        node_cpu = "?" if figures["node_cpu_s"] is None else f"{figures['node_cpu_s']:.1f}"
+        print(
+            f"{label} nodes: host_tasks_per_node={figures['host_tasks']} busy_cpu_s={figures['busy_cpu_s']:.1f} "
+            f"(containers {node_cpu}) until all ranks started; on {cores} cores no less than "
+            f"{figures['busy_cpu_s'] / cores:.1f}s against {figures['t_s']:.1f}s measured"
+        )
     print(
         f"BENCH scale nodes={NODES} forks={FORKS} remote_tasks_per_node={large['remote_max']} "
         f"t4_s={small['t_s']:.1f} t{NODES}_s={large['t_s']:.1f} t_ratio={large['t_s'] / small['t_s']:.2f} "
