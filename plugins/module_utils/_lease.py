@@ -35,7 +35,7 @@ class LeaseHeld(Exception):
 
 
 class LeaseError(Exception):
-    """The lease directory cannot be used."""
+    """The lease directory cannot be used, or the run's containers cannot be removed."""
 
 
 def boot_id(path=BOOT_ID):
@@ -233,6 +233,39 @@ def orphan_containers(run, docker, keep_run):
         if len(parts) == 3 and parts[2] != keep_run:
             found.append(tuple(parts))
     return found
+
+
+def tear_down(run, docker, run_id, node_rank, chown_paths, uid, gid, check_mode=False):
+    """Remove this node's containers of run ``run_id`` (labelled with its rank: where nodes share
+    an engine, each removes its own), first handing ``chown_paths`` (inside the container) back to
+    ``uid``:``gid`` when they are not root's. The backstop of the supervisor's own cleanup.
+
+    Returns {"removed_containers": [names], "chown": None or its rc}; raises LeaseError naming the
+    containers when docker cannot remove them."""
+    rc, out, _err = run(
+        [
+            docker,
+            "ps",
+            "-a",
+            "--filter",
+            f"label=aorta.cluster.run={run_id}",
+            "--filter",
+            f"label=aorta.cluster.node_rank={node_rank}",
+            "--format",
+            "{{.ID}} {{.Names}}",
+        ]
+    )
+    found = [line.split() for line in out.splitlines() if len(line.split()) == 2] if rc == 0 else []
+    if not found or check_mode:
+        return {"removed_containers": [name for _id, name in found], "chown": None}
+    chown_rc = None
+    if chown_paths and uid != 0:
+        chown_rc, _out, _err = run([docker, "exec", found[0][0], "chown", "-R", f"{uid}:{gid}", *chown_paths])
+    rc, _out, err = run([docker, "rm", "-f", "-v"] + [cid for cid, _name in found])
+    if rc != 0:
+        names = ", ".join(name for _id, name in found)
+        raise LeaseError(f"cannot remove run {run_id}'s containers {names}: {err.strip()[-300:]}")
+    return {"removed_containers": [name for _id, name in found], "chown": chown_rc}
 
 
 # How long the stop of an abandoned run may take beyond its own grace: the supervisor's SIGKILL

@@ -47,9 +47,24 @@ options:
     type: str
     default: ""
   docker:
-    description: The docker command used to remove the containers of an expired run.
+    description: The docker command used to remove the containers of an expired run (and of this run with O(node_rank)).
     type: str
     default: docker
+  node_rank:
+    description:
+      - With O(state=released) - first remove this node's containers of O(run_id) (labelled
+        C(aorta.cluster.run) and C(aorta.cluster.node_rank)); the backstop of the supervisor's own
+        cleanup, for a run that stopped before launch or whose supervisor was not seen to finish.
+      - "Where nodes share a docker engine, each removes only its own rank's."
+    type: str
+  chown_paths:
+    description:
+      - Paths inside the container handed back to the SSH user (C(chown -R) in the container) before
+        it is removed, when that user is not root; files a root container wrote stay the user's to
+        collect and delete.
+    type: list
+    elements: str
+    default: []
 extends_documentation_fragment:
   - aorta.cluster._attributes
 attributes:
@@ -76,6 +91,13 @@ EXAMPLES = r"""
   aorta.cluster.node_lease:
     run_id: "{{ aorta_run_id_resolved }}"
     state: released
+
+- name: Tear down - remove this node's containers of the run (files handed back first), then release
+  aorta.cluster.node_lease:
+    run_id: "{{ aorta_run_id_resolved }}"
+    state: released
+    node_rank: "{{ aorta_node_rank }}"
+    chown_paths: [/mnt/.aorta-cluster/run-1, /mnt/aorta_runs/run-1]
 """
 
 RETURN = r"""
@@ -98,7 +120,9 @@ stopped:
   type: str
   sample: "stopped run 20261201T101500-a1b2c3, whose controller (me@ctl (ansible-playbook pid 41)) is gone, in 4s"
 removed_containers:
-  description: Containers of runs without a live lease that were removed (names and run ids).
+  description:
+    - Containers of runs without a live lease that were removed (names and run ids); with
+      O(state=released) and O(node_rank), this node's containers of O(run_id) (names).
   returned: always
   type: list
   elements: str
@@ -114,9 +138,18 @@ message:
 """
 
 
+import os
+
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.aorta.cluster.plugins.module_utils._lease import Lease, LeaseError, LeaseHeld, refusal, take
+from ansible_collections.aorta.cluster.plugins.module_utils._lease import (
+    Lease,
+    LeaseError,
+    LeaseHeld,
+    refusal,
+    take,
+    tear_down,
+)
 
 
 def main() -> None:
@@ -128,23 +161,39 @@ def main() -> None:
             "expires_in": {"type": "int", "default": 1800},
             "owner": {"type": "str", "default": ""},
             "docker": {"type": "str", "default": "docker"},
+            "node_rank": {"type": "str"},
+            "chown_paths": {"type": "list", "elements": "str", "default": []},
         },
         supports_check_mode=True,
     )
     p = module.params
     try:
         if p["state"] == "released":
+            removed = []
+            if p["node_rank"] is not None:
+                removed = tear_down(
+                    module.run_command,
+                    p["docker"],
+                    p["run_id"],
+                    p["node_rank"],
+                    p["chown_paths"],
+                    os.getuid(),
+                    os.getgid(),
+                    module.check_mode,
+                )["removed_containers"]
             lease = Lease(p["directory"])
             if module.check_mode:
                 current = lease.read()
                 released = bool(current and current.get("run_id") == p["run_id"])
             else:
                 released = lease.release(p["run_id"])
+            said = [f"removed {', '.join(removed)}"] if removed else []
+            said += [f"lease of run {p['run_id']} released"] if released else []
             module.exit_json(
-                changed=released,
+                changed=released or bool(removed),
                 result="released" if released else "not_held",
-                removed_containers=[],
-                message=f"lease of run {p['run_id']} released" if released else "",
+                removed_containers=removed,
+                message="; ".join(said),
             )
         taken = take(
             p["directory"], p["run_id"], p["owner"], p["expires_in"], module.run_command, p["docker"], module.check_mode

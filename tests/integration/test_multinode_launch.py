@@ -163,8 +163,9 @@ def test_check_mode_shows_each_nodes_commands_and_launches_nothing(standin_clust
     proc = standin_cluster.playbook("--check", "-e", f"aorta_results_dir={tmp_path / 'check'}")
     assert proc.returncode == 0, proc.stdout[-3000:]
     for rank, node in enumerate(standin_cluster.nodes):
-        assert f"{node['mgmt_ip']}: docker run -d --name aorta-benchmark-" in proc.stdout
+        assert f'"node": "{node["mgmt_ip"]} (rank {rank}, torchrun)"' in proc.stdout
         assert f"--node_rank={rank}" in proc.stdout
+    assert proc.stdout.count('"docker_run": "docker run -d --name aorta-benchmark-') == len(standin_cluster.nodes)
     assert proc.stdout.count('"GLOO_SOCKET_IFNAME": "eth1"') == len(standin_cluster.nodes)
     assert "--master_addr=" + standin_cluster.nodes[0]["vpc_ip"] in proc.stdout
     assert standin_cluster.containers_left() == []

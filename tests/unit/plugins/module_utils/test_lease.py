@@ -12,7 +12,7 @@ import time
 import pytest
 
 from ansible_collections.aorta.cluster.plugins.module_utils import _lease as lease_mod
-from ansible_collections.aorta.cluster.plugins.module_utils._lease import Lease, LeaseHeld
+from ansible_collections.aorta.cluster.plugins.module_utils._lease import Lease, LeaseError, LeaseHeld
 
 
 def record(run_id, expires_in=600, pid=None, now=None):
@@ -222,3 +222,33 @@ def test_an_abandoned_supervisor_that_does_not_let_go_is_refused_after_its_bound
     finally:
         child.kill()
         child.wait()
+
+
+def test_tear_down_hands_files_back_removes_this_ranks_containers_and_names_a_failure():
+    calls = []
+
+    def run(argv, rm_rc=0):
+        calls.append(argv)
+        if argv[1] == "ps":
+            return 0, "c1 aorta-benchmark-r1\n", ""
+        return (rm_rc, "", "device busy\n") if argv[1] == "rm" else (0, "", "")
+
+    done = lease_mod.tear_down(run, "docker", "r1", "2", ["/mnt/a", "/mnt/b"], 1000, 1000)
+    assert done == {"removed_containers": ["aorta-benchmark-r1"], "chown": 0}
+    ps, chown, rm = calls
+    assert "label=aorta.cluster.run=r1" in ps and "label=aorta.cluster.node_rank=2" in ps
+    assert chown == ["docker", "exec", "c1", "chown", "-R", "1000:1000", "/mnt/a", "/mnt/b"]
+    assert rm == ["docker", "rm", "-f", "-v", "c1"]
+    calls.clear()  # root's files need no hand-back; check mode lists and touches nothing
+    assert lease_mod.tear_down(run, "docker", "r1", "2", ["/mnt/a"], 0, 0)["chown"] is None
+    assert [argv[1] for argv in calls] == ["ps", "rm"]
+    calls.clear()
+    assert lease_mod.tear_down(run, "docker", "r1", "2", ["/mnt/a"], 1000, 1000, check_mode=True)["chown"] is None
+    assert [argv[1] for argv in calls] == ["ps"]
+    with pytest.raises(LeaseError, match="cannot remove run r1's containers aorta-benchmark-r1: device busy"):
+        lease_mod.tear_down(lambda argv: run(argv, rm_rc=1), "docker", "r1", "2", [], 1000, 1000)
+    # docker ps failing (the engine is gone): nothing to remove, not an error
+    assert lease_mod.tear_down(lambda argv: (1, "", "no engine"), "docker", "r1", "2", [], 1000, 1000) == {
+        "removed_containers": [],
+        "chown": None,
+    }

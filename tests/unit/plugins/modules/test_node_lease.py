@@ -52,6 +52,18 @@ def test_expired_lease_is_taken_over_and_orphans_of_other_runs_are_removed(run_m
     assert "took over from run old" in taken["message"]
 
 
+def test_release_with_a_node_rank_removes_that_ranks_containers_of_the_run_first(run_module, tmp_path, lease_dir):
+    docker = fake_docker(tmp_path, "c9 aorta-benchmark-a\\n")
+    run_module(node_lease, {"run_id": "a", "directory": lease_dir, "docker": docker})
+    args = {"run_id": "a", "directory": lease_dir, "state": "released", "node_rank": "1", "docker": docker}
+    checked = run_module(node_lease, args, check=True)
+    assert checked["removed_containers"] == ["aorta-benchmark-a"] and not (tmp_path / "removed").exists()
+    done = run_module(node_lease, args)
+    assert done["result"] == "released" and done["removed_containers"] == ["aorta-benchmark-a"]
+    assert done["message"] == "removed aorta-benchmark-a; lease of run a released"
+    assert (tmp_path / "removed").read_text().splitlines()[-1].split() == ["rm", "-f", "-v", "c9"]
+
+
 def test_owner_is_this_controller_and_another_run_is_refused_naming_it(play, tmp_path):
     directory = str(tmp_path / "lease")
     _rc, first = play({"aorta.cluster.node_lease": {"run_id": "run-a", "directory": directory}})
