@@ -172,6 +172,12 @@ def run(nodes: int, tmp: Path, state: dict) -> dict:
         (REPO / "build" / f"{run_id}.out").write_text(proc.stdout)
         raise RuntimeError(f"{nodes}-node run failed: {why} (output in build/{run_id}.out)")
     started = ranks_started(state, nodes, f"aorta_runs/{run_id}")
+    left = subprocess.run(
+        ["docker", "ps", "-a", "--filter", f"label=aorta.cluster.run={run_id}", "--format", "{{.Names}} {{.Status}}"],
+        capture_output=True, text=True, check=True,
+    ).stdout.splitlines()  # fmt: skip
+    if left:  # every node's supervisor and the teardown remove them: one left is a defect
+        raise RuntimeError(f"{nodes}-node run {run_id} left containers: {left}")
     counts = remote_tasks(task_log, started)
     host_tasks = Counter(json.loads(line)["host"] for line in task_log.read_text().splitlines())
     busy, node_cpu = sampler.at(started)

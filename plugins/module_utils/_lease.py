@@ -242,19 +242,18 @@ def tear_down(run, docker, run_id, node_rank, chown_paths, uid, gid, check_mode=
 
     Returns {"removed_containers": [names], "chown": None or its rc}; raises LeaseError naming the
     containers when docker cannot remove them."""
-    rc, out, _err = run(
-        [
-            docker,
-            "ps",
-            "-a",
-            "--filter",
-            f"label=aorta.cluster.run={run_id}",
-            "--filter",
-            f"label=aorta.cluster.node_rank={node_rank}",
-            "--format",
-            "{{.ID}} {{.Names}}",
-        ]
-    )
+    listing = [
+        docker,
+        "ps",
+        "-a",
+        "--filter",
+        f"label=aorta.cluster.run={run_id}",
+        "--filter",
+        f"label=aorta.cluster.node_rank={node_rank}",
+        "--format",
+        "{{.ID}} {{.Names}}",
+    ]
+    rc, out, _err = run(listing)
     found = [line.split() for line in out.splitlines() if len(line.split()) == 2] if rc == 0 else []
     if not found or check_mode:
         return {"removed_containers": [name for _id, name in found], "chown": None}
@@ -262,7 +261,7 @@ def tear_down(run, docker, run_id, node_rank, chown_paths, uid, gid, check_mode=
     if chown_paths and uid != 0:
         chown_rc, _out, _err = run([docker, "exec", found[0][0], "chown", "-R", f"{uid}:{gid}", *chown_paths])
     rc, _out, err = run([docker, "rm", "-f", "-v"] + [cid for cid, _name in found])
-    if rc != 0:
+    if rc != 0 and run(listing)[1].strip():  # not a failure when the supervisor removed them meanwhile
         names = ", ".join(name for _id, name in found)
         raise LeaseError(f"cannot remove run {run_id}'s containers {names}: {err.strip()[-300:]}")
     return {"removed_containers": [name for _id, name in found], "chown": chown_rc}

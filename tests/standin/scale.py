@@ -44,9 +44,14 @@ def node_name(index: int) -> str:
 
 
 def down() -> None:
+    # The nodes' workload containers (started by the nodes on this engine) go first: each shares
+    # its node's network namespace, and a node removed while one still holds it left dockerd with
+    # a stale endpoint on the management network (seen once: "network ... has active endpoints",
+    # no container attached, until dockerd restarted).
+    workloads = standin.sh("docker", "ps", "-aq", "--filter", "label=aorta.cluster.run").split()
+    if workloads:
+        standin.sh("docker", "rm", "-f", "-v", *workloads)
     ids = standin.sh("docker", "ps", "-aq", "--filter", f"label={LABEL}").split()
-    # The nodes' workload containers were started by the nodes on this engine.
-    ids += standin.sh("docker", "ps", "-aq", "--filter", "label=aorta.cluster.run").split()
     if ids:
         standin.sh("docker", "rm", "-f", "-v", *ids)
     nets = standin.sh("docker", "network", "ls", "-q", "--filter", f"label={LABEL}").split()

@@ -247,6 +247,16 @@ def test_tear_down_hands_files_back_removes_this_ranks_containers_and_names_a_fa
     assert [argv[1] for argv in calls] == ["ps"]
     with pytest.raises(LeaseError, match="cannot remove run r1's containers aorta-benchmark-r1: device busy"):
         lease_mod.tear_down(lambda argv: run(argv, rm_rc=1), "docker", "r1", "2", [], 1000, 1000)
+    # removed meanwhile by the node's supervisor: rm fails, the second listing is empty, all is well
+    listings = iter(["c1 aorta-benchmark-r1\n", ""])
+
+    def raced(argv):
+        if argv[1] == "ps":
+            return 0, next(listings), ""
+        return (1, "", "No such container: c1\n") if argv[1] == "rm" else (0, "", "")
+
+    raced_down = lease_mod.tear_down(raced, "docker", "r1", "2", [], 1000, 1000)
+    assert raced_down["removed_containers"] == ["aorta-benchmark-r1"]
     # docker ps failing (the engine is gone): nothing to remove, not an error
     assert lease_mod.tear_down(lambda argv: (1, "", "no engine"), "docker", "r1", "2", [], 1000, 1000) == {
         "removed_containers": [],
