@@ -99,10 +99,18 @@ def _stats(values) -> dict:
 
 def analyse(path: str, include_unlinked_kernels: bool = False) -> dict:
     """Metrics of one trace file (times in milliseconds)."""
+    # The cyclic collector would walk every object made here again and again as they pile up;
+    # nothing here makes a cycle.
+    collecting = gc.isenabled()
+    gc.disable()
     try:
-        return _analyse(path, include_unlinked_kernels, exact=False)
-    except OutlineGuessWrong:  # an array follows the events in this file: read its outline exactly
-        return _analyse(path, include_unlinked_kernels, exact=True)
+        try:
+            return _metrics(path, include_unlinked_kernels, exact=False)
+        except OutlineGuessWrong:  # an array follows the events in this file: read its outline exactly
+            return _metrics(path, include_unlinked_kernels, exact=True)
+    finally:
+        if collecting:
+            gc.enable()
 
 
 _CPU_CATS = frozenset(("user_annotation", "cpu_op"))
@@ -121,18 +129,6 @@ def _cpu_kind(name: str, annotation: bool) -> int:
         # One per collective (gloo:/nccl:); the c10d:: ops nest inside them.
         return _COLLECTIVE_NAME if name.startswith(("gloo:", "nccl:")) else _COMM_NAME
     return _OP_NAME
-
-
-def _analyse(path: str, include_unlinked_kernels: bool, exact: bool) -> dict:
-    # The cyclic collector would walk every object made here again and again as they pile up;
-    # nothing here makes a cycle.
-    collecting = gc.isenabled()
-    gc.disable()
-    try:
-        return _metrics(path, include_unlinked_kernels, exact)
-    finally:
-        if collecting:
-            gc.enable()
 
 
 def _metrics(path: str, include_unlinked_kernels: bool, exact: bool) -> dict:

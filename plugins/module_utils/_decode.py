@@ -92,18 +92,12 @@ if msgspec is not None:
         id: object = None
         args: _Args = _NO_ARGS
 
-    class _Lenient(msgspec.Struct, gc=False):
+    class _Lenient(_Event):
         # For a batch the typed struct rejects (a name that is not a string, args that are not an
-        # object): the same strictness as json for ph/cat/ts/dur, name and args taken as they come.
-        ph: str = ""
-        cat: str = ""
-        name: object = ""
-        ts: float = 0.0
-        dur: float = 0.0
-        pid: object = None
-        tid: object = None
-        id: object = None
-        args: object = None
+        # object): the other fields as strict as there, name and args taken as they come (msgspec
+        # decodes by the subclass's annotations; mypy objects to the wider types).
+        name: object = ""  # type: ignore[assignment]
+        args: object = None  # type: ignore[assignment]
 
     class _Outline(msgspec.Struct):
         # Each event kept as its raw bytes: decoded a batch at a time, so the decoded events of
