@@ -89,10 +89,9 @@ def ranks_started(state: dict, nodes: int, output_dir: str) -> float:
     return latest
 
 
-def remote_tasks(task_log: Path, until: float) -> Counter:
+def remote_tasks(events: list[dict], until: float) -> Counter:
     per_node: Counter = Counter()
-    for line in task_log.read_text().splitlines():
-        event = json.loads(line)
+    for event in events:
         if event["status"] == "skipped" or event["action"] in LOCAL or (event["start"] or 0) > until:
             continue
         where = event["delegate_to"] or event["host"]
@@ -178,12 +177,12 @@ def run(nodes: int, tmp: Path, state: dict) -> dict:
     ).stdout.splitlines()  # fmt: skip
     if left:  # every node's supervisor and the teardown remove them: one left is a defect
         raise RuntimeError(f"{nodes}-node run {run_id} left containers: {left}")
-    counts = remote_tasks(task_log, started)
-    host_tasks = Counter(json.loads(line)["host"] for line in task_log.read_text().splitlines())
+    events = [json.loads(line) for line in task_log.read_text().splitlines()]
+    counts = remote_tasks(events, started)
+    host_tasks = Counter(event["host"] for event in events)
     busy, node_cpu = sampler.at(started)
     spans: dict[str, list[float]] = {}
-    for line in task_log.read_text().splitlines():
-        event = json.loads(line)
+    for event in events:
         if event["start"] and event["status"] != "skipped":
             span = spans.setdefault(event["task"], [event["start"], event["end"]])
             span[0], span[1] = min(span[0], event["start"]), max(span[1], event["end"])
