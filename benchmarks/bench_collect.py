@@ -23,8 +23,7 @@ from pathlib import Path
 
 from _standin_bench import REPO, node_exec, playbook, ssh_argv, standin
 
-SHARED = Path(os.environ.get("AORTA_SHARED_DIR", REPO.parent / "shared"))
-FIXTURE = SHARED / "fixtures" / "traces" / "mi300" / "resnet-act-checkpoint.json.gz"
+FIXTURE = REPO / "tests" / "fixtures" / "traces" / "mi300" / "resnet-act-checkpoint.json.gz"
 NODE_MB = max(200.0, float(os.environ.get("AORTA_BENCH_NODE_MB", "400")))
 RANKS_PER_NODE = 2
 RATE = "1gbit"

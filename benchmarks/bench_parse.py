@@ -20,8 +20,7 @@ import tempfile
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-SHARED = Path(os.environ.get("AORTA_SHARED_DIR", REPO.parent / "shared"))
-FIXTURE = SHARED / "fixtures" / "traces" / "mi300" / "resnet-act-checkpoint.json.gz"
+FIXTURE = REPO / "tests" / "fixtures" / "traces" / "mi300" / "resnet-act-checkpoint.json.gz"
 TARGET_MB = float(os.environ.get("AORTA_BENCH_TRACE_MB", "200"))
 PRELUDE = (
     "import sys, time, resource\n"

@@ -20,15 +20,14 @@ REPO = Path(__file__).resolve().parents[1]
 # Ansible's collection finder must own the ansible_collections namespace before any test imports
 # from it, so plugins load the way ansible-playbook loads them (`make venv` makes the link).
 init_plugin_loader([str(REPO / ".collections")])
-# The checkout and CI's clone both have shared/ beside them; AORTA_SHARED_DIR overrides.
-SHARED = Path(os.environ.get("AORTA_SHARED_DIR", REPO.parent / "shared"))
+# The real traces and CVS cluster files the tests read travel with the repository (licences and
+# provenance beside them), so a clone alone passes `make test`.
+FIXTURES = REPO / "tests" / "fixtures"
 
 
 @pytest.fixture(scope="session")
-def shared_dir() -> Path:
-    if not SHARED.is_dir():
-        pytest.fail(f"shared fixtures not found at {SHARED}; set AORTA_SHARED_DIR")
-    return SHARED
+def fixtures_dir() -> Path:
+    return FIXTURES
 
 
 @pytest.fixture(scope="session")

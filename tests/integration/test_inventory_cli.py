@@ -96,8 +96,8 @@ def test_yaml_source_file_gives_the_same_hosts(repo):
         ("cluster_rack.json", "head_node_dict.mgmt_ip"),
     ],
 )
-def test_cvs_templates_fail_naming_file_and_key(repo, shared_dir, name, key):
-    path = shared_dir / "fixtures" / "cluster_files" / "cvs-templates" / name
+def test_cvs_templates_fail_naming_file_and_key(repo, fixtures_dir, name, key):
+    path = fixtures_dir / "cluster_files" / "cvs-templates" / name
     result = run(repo, "ansible-inventory", "-i", str(path), "--list")
     assert result.returncode != 0
     assert f"{path}: {key}: " in result.stderr
@@ -105,8 +105,8 @@ def test_cvs_templates_fail_naming_file_and_key(repo, shared_dir, name, key):
 
 
 @pytest.mark.parametrize("name", ["cluster.json", "cluster_container.json", "atom_cluster.json", "cluster_rack.json"])
-def test_filled_cvs_files_are_accepted_without_leaking_switch_passwords(repo, shared_dir, name):
-    path = shared_dir / "fixtures" / "cluster_files" / "filled" / name
+def test_filled_cvs_files_are_accepted_without_leaking_switch_passwords(repo, fixtures_dir, name):
+    path = fixtures_dir / "cluster_files" / "filled" / name
     result = run(repo, "ansible-inventory", "-i", str(path), "--list")
     assert result.returncode == 0, result.stderr
     data = unwrap(json.loads(result.stdout))
@@ -153,9 +153,9 @@ def test_playbook_with_a_bad_cluster_file_fails_before_any_play(repo, tmp_path):
     [("false", 35.28311), ("true", 55.37122)],  # TraceLens' figures, default and --include_unlinked_kernels
 )
 def test_trace_report_playbook_on_a_plain_folder_in_both_counting_modes(
-    repo, shared_dir, tmp_path, unlinked, exposed_comm
+    repo, fixtures_dir, tmp_path, unlinked, exposed_comm
 ):
-    traces = shared_dir / "fixtures" / "traces"
+    traces = fixtures_dir / "traces"
     out = tmp_path / "report"
     result = run(
         repo,

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import gzip
 import json
-import os
 from pathlib import Path
 
 import pytest
@@ -40,8 +39,8 @@ def close(got, want):
 
 @pytest.mark.parametrize("unlinked,table", [(False, LINKED), (True, UNLINKED)], ids=["tracelens-default", "unlinked"])
 @pytest.mark.parametrize("name", sorted(LINKED))
-def test_gpu_timeline_matches_tracelens(shared_dir, name, unlinked, table):
-    result = _analysis.analyse(str(shared_dir / "fixtures" / "traces" / name), include_unlinked_kernels=unlinked)
+def test_gpu_timeline_matches_tracelens(fixtures_dir, name, unlinked, table):
+    result = _analysis.analyse(str(fixtures_dir / "traces" / name), include_unlinked_kernels=unlinked)
     timeline = result["gpu_timeline"]
     for row, want in zip(ROWS, table[name]):
         assert close(timeline[row], want), f"{row}: {timeline[row]} vs TraceLens {want}"
@@ -60,9 +59,9 @@ def union_ms(spans):
     return total / 1000.0
 
 
-def test_a_graph_launch_counts_every_kernel_it_replays_without_flows_of_their_own(shared_dir):
+def test_a_graph_launch_counts_every_kernel_it_replays_without_flows_of_their_own(fixtures_dir):
     """sglang decode on MI300X: one hipGraphLaunch replays 544 kernels sharing its correlation."""
-    path = shared_dir / "fixtures" / "traces" / "set2" / "sglang-qwen3-8b-decode.json.gz"
+    path = fixtures_dir / "traces" / "set2" / "sglang-qwen3-8b-decode.json.gz"
     events = json.loads(gzip.decompress(path.read_bytes()))["traceEvents"]
     launches = [
         e for e in events if e.get("name") == "hipGraphLaunch" and e.get("cat") in ("cuda_runtime", "cuda_driver")
@@ -115,8 +114,8 @@ def test_tracelens_kernel_classes_for_amd_names(tmp_path):
     assert timeline["total_comm_time"] == pytest.approx(expected["communication"])
 
 
-def test_kernel_categories_and_collectives_on_a_gpu_trace(shared_dir):
-    result = _analysis.analyse(str(shared_dir / "fixtures" / "traces" / "nccl" / "nccl-data.json.gz"))
+def test_kernel_categories_and_collectives_on_a_gpu_trace(fixtures_dir):
+    result = _analysis.analyse(str(fixtures_dir / "traces" / "nccl" / "nccl-data.json.gz"))
     assert result["rank"] == 0 and result["world_size"] == 2
     assert set(result["collectives"]) >= {"allreduce", "broadcast"}
     allreduce = result["collectives"]["allreduce"]
@@ -126,8 +125,8 @@ def test_kernel_categories_and_collectives_on_a_gpu_trace(shared_dir):
     assert result["iterations"]["count"] > 0 and result["overlap_ratio"] >= 0
 
 
-def test_cpu_only_trace_gives_iteration_and_communication_metrics(shared_dir):
-    result = _analysis.analyse(str(shared_dir / "fixtures" / "traces" / "nccl" / "cpu-only-rank34.json.gz"))
+def test_cpu_only_trace_gives_iteration_and_communication_metrics(fixtures_dir):
+    result = _analysis.analyse(str(fixtures_dir / "traces" / "nccl" / "cpu-only-rank34.json.gz"))
     assert result["gpu"] is False and result["gpu_timeline"] is None
     assert result["rank"] == 34
     assert result["iterations"]["count"] >= 1 and result["iterations"]["mean"] > 0
@@ -242,11 +241,11 @@ def test_outputs_are_written(tmp_path, combined_tree):
     assert "<h2>Stragglers</h2><table>" in html and "<td>2</td><td>gpu-b</td>" in html
 
 
-def test_plain_folder_without_manifest_uses_directories(tmp_path, shared_dir):
+def test_plain_folder_without_manifest_uses_directories(tmp_path, fixtures_dir):
     folder = tmp_path / "plain"
     folder.mkdir()
     for name in ("nccl/nccl-data.json.gz", "mi300/qwen1.5-0.5b-chat.json.gz"):
-        (folder / name.replace("/", "_")).write_bytes((shared_dir / "fixtures" / "traces" / name).read_bytes())
+        (folder / name.replace("/", "_")).write_bytes((fixtures_dir / "traces" / name).read_bytes())
     report = _report.build_report(str(folder))
     assert [r["rank"] for r in report["per_rank_summary"]] == [0]
     assert report["per_rank_summary"][0]["node"] == "."
@@ -254,11 +253,11 @@ def test_plain_folder_without_manifest_uses_directories(tmp_path, shared_dir):
     assert report["unranked_traces"][0]["gpu_timeline"]["total_time"] == pytest.approx(33.13133, rel=1e-3)
 
 
-def test_one_trace_without_distributed_info_is_a_one_process_run_not_a_failure(tmp_path, shared_dir):
+def test_one_trace_without_distributed_info_is_a_one_process_run_not_a_failure(tmp_path, fixtures_dir):
     folder = tmp_path / "single"
     folder.mkdir()
     name = "mi300/qwen1.5-0.5b-chat.json.gz"
-    (folder / "trace.json.gz").write_bytes((shared_dir / "fixtures" / "traces" / name).read_bytes())
+    (folder / "trace.json.gz").write_bytes((fixtures_dir / "traces" / name).read_bytes())
     report = _report.build_report(str(folder), expected_results={"max_avg_iteration_ms": 1e9})
     assert report["status"] == "completed" and report["missing_ranks"] == [] and report["unranked_traces"] == []
     (row,) = report["per_rank_summary"]
@@ -377,11 +376,9 @@ def reference_timeline(events: list, include_unlinked: bool) -> dict | None:
     }
 
 
-# Every trace under the shared fixtures (found where tests/conftest.py's shared_dir finds them).
-_TRACES = Path(os.environ.get("AORTA_SHARED_DIR", Path(__file__).resolve().parents[4].parent / "shared"))
-FIXTURE_TRACES = sorted(
-    str(p.relative_to(_TRACES / "fixtures" / "traces")) for p in (_TRACES / "fixtures" / "traces").rglob("*.json*")
-)
+# Every trace under the repository's fixtures (tests/fixtures/traces, as conftest's fixtures_dir).
+_TRACES = Path(__file__).resolve().parents[3] / "fixtures" / "traces"
+FIXTURE_TRACES = sorted(str(p.relative_to(_TRACES)) for p in _TRACES.rglob("*.json*"))
 
 
 def test_the_fixture_traces_are_there():
@@ -389,8 +386,8 @@ def test_the_fixture_traces_are_there():
 
 
 @pytest.mark.parametrize("name", FIXTURE_TRACES)
-def test_every_fixture_trace_matches_tracelens_definitions_in_both_modes(shared_dir, name):
-    path = shared_dir / "fixtures" / "traces" / name
+def test_every_fixture_trace_matches_tracelens_definitions_in_both_modes(fixtures_dir, name):
+    path = fixtures_dir / "traces" / name
     raw = path.read_bytes()
     events = json.loads(gzip.decompress(raw) if name.endswith(".gz") else raw)["traceEvents"]
     for unlinked in (False, True):

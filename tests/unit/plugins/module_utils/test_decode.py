@@ -14,9 +14,9 @@ from ansible_collections.aorta.cluster.plugins.module_utils import _analysis, _d
 ROWS = ("computation_time", "exposed_comm_time", "exposed_memcpy_time", "busy_time", "idle_time", "total_time")
 
 
-def test_standard_library_alone_gives_the_same_figures(shared_dir, monkeypatch):
+def test_standard_library_alone_gives_the_same_figures(fixtures_dir, monkeypatch):
     """Nodes without msgspec decode with json; the figures must not change."""
-    path = str(shared_dir / "fixtures" / "traces" / "mi300" / "resnet-act-checkpoint.json.gz")
+    path = str(fixtures_dir / "traces" / "mi300" / "resnet-act-checkpoint.json.gz")
     fast = _analysis.analyse(path)
     monkeypatch.setattr(_decode, "msgspec", None)
     plain = _analysis.analyse(path)
@@ -24,7 +24,7 @@ def test_standard_library_alone_gives_the_same_figures(shared_dir, monkeypatch):
         assert plain["gpu_timeline"][row] == pytest.approx(fast["gpu_timeline"][row], rel=1e-12)
     assert plain["collectives"] == fast["collectives"]
     assert plain["iterations"] == fast["iterations"]
-    bad = _analysis.safe_analyse(str(shared_dir / "fixtures" / "traces" / "README.md"))
+    bad = _analysis.safe_analyse(str(fixtures_dir / "traces" / "README.md"))
     assert "error" in bad
 
 

@@ -24,9 +24,9 @@ def test_a_python_without_matplotlib_or_msgspec_is_said_in_the_report(tmp_path, 
 
 
 @pytest.mark.parametrize(("prefix", "world"), [("dlrm-rank", 8), ("sampled-rank", 128)])
-def test_each_multi_rank_set_is_ranked_from_its_distributed_info(tmp_path, shared_dir, prefix, world):
+def test_each_multi_rank_set_is_ranked_from_its_distributed_info(tmp_path, fixtures_dir, prefix, world):
     """The files are renamed so that their names disagree with their ranks: the rank is the trace's own."""
-    sources = sorted((shared_dir / "fixtures" / "traces" / "set2").glob(f"{prefix}*.json.gz"))
+    sources = sorted((fixtures_dir / "traces" / "set2").glob(f"{prefix}*.json.gz"))
     folder = tmp_path / "traces"
     folder.mkdir()
     for i, source in enumerate(reversed(sources)):

@@ -54,13 +54,13 @@ def test_checks_pass_and_fail_with_the_reason_and_an_unmeasured_value_fails():
 
 
 @pytest.mark.parametrize("limit,passed", [(50, False), (60, True)])
-def test_cvs_max_avg_iteration_ms_means_what_it_means_in_cvs(tmp_path, shared_dir, limit, passed):
+def test_cvs_max_avg_iteration_ms_means_what_it_means_in_cvs(tmp_path, fixtures_dir, limit, passed):
     """CVS's avg_iteration_time_ms is the mean over ranks of each rank's whole profiled window
     (TraceLens' gpu_timeline total_time), not one step's time: the same threshold on the same
     trace gives CVS's verdict."""
     name = "mi300/resnet-act-checkpoint.json.gz"
     (tmp_path / "t").mkdir()
-    (tmp_path / "t" / "trace.json.gz").write_bytes((shared_dir / "fixtures" / "traces" / name).read_bytes())
+    (tmp_path / "t" / "trace.json.gz").write_bytes((fixtures_dir / "traces" / name).read_bytes())
     report = _report.build_report(str(tmp_path / "t"), expected_results={"max_avg_iteration_ms": limit})
     window = report["per_rank_summary"][0]["total_time_us"] / 1000.0
     assert report["performance"]["avg_iteration_time_ms"] == pytest.approx(window)

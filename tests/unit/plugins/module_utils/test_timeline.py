@@ -36,10 +36,10 @@ def test_every_rank_of_a_recorded_run_is_a_process_with_its_steps_and_collective
     assert "timeline" not in json.loads(Path(paths["report"]).read_text())
 
 
-def test_a_gpu_trace_keeps_at_most_a_tenth_of_its_events_and_the_longest_first(tmp_path, shared_dir):
+def test_a_gpu_trace_keeps_at_most_a_tenth_of_its_events_and_the_longest_first(tmp_path, fixtures_dir):
     name = "mi300/resnet-act-checkpoint.json.gz"
     (tmp_path / "t").mkdir()
-    shutil.copy(shared_dir / "fixtures" / "traces" / name, tmp_path / "t" / "trace.json.gz")
+    shutil.copy(fixtures_dir / "traces" / name, tmp_path / "t" / "trace.json.gz")
     report = _report.build_report(str(tmp_path / "t"))
     timeline = report["_timeline"]
     other = timeline["otherData"]

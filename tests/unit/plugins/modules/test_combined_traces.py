@@ -258,6 +258,6 @@ def test_ranks_come_from_distributed_info_not_names(tmp_path):
         ("mi300/qwen1.5-0.5b-chat.json.gz", None),
     ],
 )
-def test_real_fixture_trace_ranks(shared_dir, name, rank):
-    ranks = _traces.distributed_ranks(str(shared_dir / "fixtures" / "traces" / name))
+def test_real_fixture_trace_ranks(fixtures_dir, name, rank):
+    ranks = _traces.distributed_ranks(str(fixtures_dir / "traces" / name))
     assert ranks == ([] if rank is None else [rank])

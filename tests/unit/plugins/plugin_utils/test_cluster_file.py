@@ -191,8 +191,8 @@ def test_unreadable_file_names_the_path(tmp_path):
 
 
 @pytest.mark.parametrize("name", ["cluster.json", "cluster_container.json", "atom_cluster.json", "cluster_rack.json"])
-def test_cvs_templates_are_rejected_and_filled_files_accepted(name, shared_dir):
-    fixtures = shared_dir / "fixtures" / "cluster_files"
+def test_cvs_templates_are_rejected_and_filled_files_accepted(name, fixtures_dir):
+    fixtures = fixtures_dir / "cluster_files"
     with pytest.raises(cf.ClusterFileError) as info:
         cf.read(str(fixtures / "cvs-templates" / name), user="u")
     assert "placeholder" in info.value.problem or "more than once" in info.value.problem
