@@ -10,12 +10,31 @@ from typing import Any
 from ansible.errors import AnsibleError
 from ansible.plugins.action import ActionBase
 
-from ansible_collections.aorta.cluster.plugins.plugin_utils._variables import RULES, check
+from ansible_collections.aorta.cluster.plugins.plugin_utils._variables import RULES, check, unknown_names
+
+
+def _aorta_names(names: Any) -> list[str]:
+    return [name for name in names if isinstance(name, str) and name.startswith("aorta_")]
 
 
 class ActionModule(ActionBase):
     TRANSFERS_FILES = False
     _requires_connection = False
+
+    def _name_sources(self, task_vars: dict[str, Any]) -> dict[str, list[str]]:
+        """Where each aorta_* name was set: extra vars, this play, or a node's host and group vars
+        (keys only: nothing is templated, and no node is contacted)."""
+        manager = self._task.get_variable_manager()
+        extra = _aorta_names(getattr(manager, "extra_vars", None) or {})
+        sources = {"extra vars": extra, "play and role variables": _aorta_names(task_vars)}
+        hostvars = task_vars.get("hostvars") or {}
+        for host in (task_vars.get("groups") or {}).get("aorta_nodes", []):
+            try:
+                names = _aorta_names(hostvars[host].keys())
+            except (KeyError, AnsibleError):
+                continue
+            sources[f"host or group vars of {host}"] = names
+        return sources
 
     def run(self, tmp: Any = None, task_vars: dict[str, Any] | None = None) -> dict[str, Any]:
         result = super().run(tmp, task_vars)
@@ -29,6 +48,9 @@ class ActionModule(ActionBase):
             except AnsibleError:
                 continue  # refers to what is not known yet; the roles' own checks see it later
         errors = check(values)
+        site = values.get("aorta_site_variables")
+        site = site if isinstance(site, list) else []
+        errors += unknown_names(self._name_sources(task_vars), site)
         result.update(changed=False, checked=sorted(values), errors=errors)
         if errors:
             result.update(failed=True, msg="; ".join(errors))

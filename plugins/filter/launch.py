@@ -7,7 +7,14 @@ from __future__ import annotations
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.aorta.cluster.plugins.plugin_utils import _container, _cvs_config, _launch, _plan, _run
+from ansible_collections.aorta.cluster.plugins.plugin_utils import (
+    _cluster_file,
+    _container,
+    _cvs_config,
+    _launch,
+    _plan,
+    _run,
+)
 
 
 def _filter(func):
@@ -40,4 +47,5 @@ class FilterModule:
             "torchrun_failure": _filter(_run.torchrun_failure),
             "cvs_config": _filter(_cvs_config.cvs_config),
             "launch_deadlines": _filter(_plan.launch_deadlines),
+            "partial_cluster": _filter(_cluster_file.partial_cluster),
         }

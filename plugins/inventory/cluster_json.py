@@ -27,7 +27,8 @@ description:
     C(NA)), C(aorta_bmc_ip), C(aorta_rack_id), and every other key of the node entry."
   - "Groups: C(aorta_nodes) (all, in rank order), C(aorta_head) (rank 0), C(aorta_workers) (the rest).
     Variables of group C(aorta_nodes): C(aorta_cluster_env) (the file's C(env_vars)),
-    C(aorta_cluster_orchestrator), C(aorta_cluster_container), C(aorta_cluster_file)."
+    C(aorta_cluster_orchestrator), C(aorta_cluster_container), C(aorta_cluster_file), C(aorta_cluster_nodes)
+    (how many nodes the file has: a job that holds fewer, a --limit or an AWX slice, is refused)."
   - C({user-id}) is replaced like CVS does, by the controller's C($USER), C($LOGNAME), C($USERNAME), else C(root).
   - "Invalid files fail with one line naming the file and the key: not JSON, empty or missing
     C(node_dict), a key given twice, C(<changeme>) or a template placeholder left in, neither key nor

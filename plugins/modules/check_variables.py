@@ -11,14 +11,21 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 module: check_variables
 short_description: Refuse bad aorta_* values before anything touches a node
-version_added: 0.2.0
+version_added: 0.1.0
 description:
   - "Checks the ranges and shapes of the variables users set, as the controller sees them: deadlines
     and counts above zero, ports from 1024 to 65535, C(aorta_output_dir) a relative path that stays
     under C(aorta_path) (it is joined to it for packing, hand-back and deletion), absolute
-    C(aorta_path) and C(aorta_lease_dir), environment names a shell accepts, override keys."
+    C(aorta_path) and C(aorta_lease_dir), environment names a shell accepts, override keys, a
+    non-empty C(aorta_docker_image), a C(aorta_straggler_threshold) above 0."
   - Fails with one line per bad variable, naming it and its value. Variables not set are not judged
     (the defaults are valid); one that cannot be templated yet is left to the roles.
+  - "Refuses every C(aorta_*) name that this collection neither documents (C(roles/variables.yml),
+    docs/variables.md) nor sets itself, found in the extra vars, the play's variables or the host and
+    group variables of any node of C(aorta_nodes), with the nearest documented name: a misspelt
+    C(aorta_timout_seconds) would otherwise run with the default deadline. Only variable names are
+    read: nothing is templated and no node is contacted. A site's own C(aorta_*) names (or shell-style
+    patterns) go in C(aorta_site_variables)."
 author:
   - aorta.cluster maintainers (@aorta-cluster)
 options: {}
@@ -53,4 +60,6 @@ errors:
   elements: str
   sample:
     - "aorta_output_dir: '../../etc' must stay under aorta_path (a relative path that does not climb out with '..')"
+    - "aorta_timout_seconds (extra vars) is not a variable of aorta.cluster; did you mean aorta_timeout_seconds?
+      (a site's own aorta_* names go in aorta_site_variables)"
 """

@@ -380,7 +380,25 @@ def group_vars(cluster: Cluster) -> dict[str, Any]:
         "aorta_cluster_orchestrator": cluster.orchestrator,
         "aorta_cluster_container": cluster.container or {},
         "aorta_cluster_file": os.path.abspath(cluster.path),
+        # How many nodes the file has: a job that sees fewer (a --limit, an AWX slice) is refused.
+        "aorta_cluster_nodes": len(cluster.nodes),
     }
+
+
+def partial_cluster(selected: int, total: int | None) -> str:
+    """Why a job that sees ``selected`` of the cluster file's ``total`` nodes must not start, or ''.
+
+    A --limit and an AWX sliced job both look like that: each part would rendezvous alone and hang
+    until its deadline (AWX's job variables carry no slice number or count to tell them apart)."""
+    selected = int(selected)
+    total = selected if total in (None, "") else int(total)
+    if selected >= total:
+        return ""
+    return (
+        f"{selected} of {total} nodes: a --limit or an AWX sliced job. Every node of the cluster file must start "
+        "in the same job for torchrun to rendezvous: run without --limit, set the AWX job template's Job Slicing "
+        "to 1, or write a cluster file holding only the nodes to run on."
+    )
 
 
 def host_records(cluster: Cluster, connection_vars: bool = True) -> list[dict[str, Any]]:

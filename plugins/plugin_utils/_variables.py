@@ -7,17 +7,25 @@ Private to this collection. Types are the argument specs' job; these are the ran
 type cannot say: a deadline above zero, a port a rendezvous can bind, a path that stays under
 aorta_path (it is joined to aorta_path for packing, hand-back and deletion), environment names
 a shell accepts. One message per bad variable, naming it and its value.
+
+And names: an ``aorta_*`` variable that is neither one users set (``_vocabulary.USER``, generated
+from roles/variables.yml) nor one the collection sets itself (``INTERNAL``) is a misspelling until
+the site says otherwise (``aorta_site_variables``); a misspelt deadline would otherwise run with
+the default one.
 """
 
 from __future__ import annotations
 
+import difflib
+import fnmatch
 import math
 import posixpath
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from ansible_collections.aorta.cluster.plugins.module_utils._thresholds import threshold_problems
+from ansible_collections.aorta.cluster.plugins.plugin_utils._vocabulary import USER
 
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _OVERRIDE_KEY = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.\-]*$")
@@ -84,6 +92,26 @@ def _env_names(value: Any) -> str | None:
     return f"names that are not environment variable names: {', '.join(bad)}" if bad else None
 
 
+def _not_empty(value: Any) -> str | None:
+    return "must not be empty" if value is None or not str(value).strip() else None
+
+
+def _above_zero(value: Any) -> str | None:
+    if isinstance(value, bool):
+        raise ValueError("is not a number")
+    try:
+        number = float(str(value).strip())
+    except ValueError:
+        raise ValueError("is not a number") from None
+    return None if math.isfinite(number) and number > 0 else "must be a number above 0"
+
+
+def _names(value: Any) -> str | None:
+    if not isinstance(value, (list, tuple)) or not all(isinstance(v, str) for v in value):
+        return "must be a list of variable names (shell-style patterns allowed)"
+    return None
+
+
 def _override_keys(value: Any) -> str | None:
     if not isinstance(value, Mapping):
         return None  # the text forms are parsed (and checked) by the launch filters
@@ -112,6 +140,10 @@ RULES: dict[str, Callable[[Any], str | None]] = {
     "aorta_extra_env": _env_names,
     "aorta_environment": _env_names,
     "aorta_training_overrides": _override_keys,
+    "aorta_docker_image": _not_empty,
+    # A fraction of the median: 0.1 means 10% slower; 0 or less would name every rank.
+    "aorta_straggler_threshold": _above_zero,
+    "aorta_site_variables": _names,
     # CVS's expected_results: known names, finite numbers in range (ratios 0..1); lines name the key.
     "aorta_expected_results": lambda value: "; ".join(threshold_problems(value)) or None,
 }
@@ -138,3 +170,117 @@ def check(values: Mapping[str, Any]) -> list[str]:
     except ValueError:
         pass  # already named above
     return errors
+
+
+# Every aorta_* name the collection sets itself: the inventory's host and group variables, facts,
+# registered results and task variables. tests/unit/plugins/plugin_utils/test_variables.py derives
+# this set from the roles, playbooks and inventory code and keeps it equal.
+INTERNAL = frozenset(
+    {
+        # inventory plugin and the aorta_cluster_file route (add_host)
+        "aorta_node_rank",
+        "aorta_mgmt_ip",
+        "aorta_vpc_ip",
+        "aorta_bmc_ip",
+        "aorta_rack_id",
+        "aorta_node_extra",
+        "aorta_cluster_env",
+        "aorta_cluster_orchestrator",
+        "aorta_cluster_container",
+        "aorta_cluster_nodes",
+        "aorta_cluster_hosts",
+        "aorta_ranks",
+        "aorta_partial",
+        # facts, registered results and task variables of the playbooks and roles
+        "aorta_archive_stat",
+        "aorta_base_config_text",
+        "aorta_bootstrap_ip",
+        "aorta_collect_archive",
+        "aorta_collect_dir",
+        "aorta_collect_failure",
+        "aorta_collect_floor",
+        "aorta_collect_local",
+        "aorta_collect_reach",
+        "aorta_collected",
+        "aorta_combined",
+        "aorta_container",
+        "aorta_cvs_mapped",
+        "aorta_cvs_vars_file",
+        "aorta_deadlines",
+        "aorta_diagnostics_dir_in_container",
+        "aorta_docker_run_argv",
+        "aorta_fabric_env",
+        "aorta_fabric_if",
+        "aorta_fabric_probe",
+        "aorta_image_ready",
+        "aorta_job",
+        "aorta_launch_argv",
+        "aorta_launch_container",
+        "aorta_launch_done",
+        "aorta_launch_env",
+        "aorta_launch_master_addr",
+        "aorta_launch_mode_resolved",
+        "aorta_launch_nproc",
+        "aorta_launch_port",
+        "aorta_listener",
+        "aorta_listener_result",
+        "aorta_master_addr_resolved",
+        "aorta_master_port_resolved",
+        "aorta_node_result",
+        "aorta_node_setup_failure",
+        "aorta_node_summary",
+        "aorta_nproc_launch",
+        "aorta_nproc_launch_report",
+        "aorta_nproc_resolved",
+        "aorta_pack",
+        "aorta_parse_out",
+        "aorta_parse_summaries",
+        "aorta_parse_traces",
+        "aorta_parsed",
+        "aorta_port_pick_late",
+        "aorta_preflight",
+        "aorta_probe",
+        "aorta_probe_paths",
+        "aorta_probe_port",
+        "aorta_pull",
+        "aorta_pyspy_plan",
+        "aorta_removed",
+        "aorta_run_diagnosis",
+        "aorta_run_dir",
+        "aorta_run_dir_in_container",
+        "aorta_run_nodes",
+        "aorta_run_started_epoch",
+        "aorta_run_status",
+        "aorta_setup_failed_node",
+        "aorta_setup_failure",
+        "aorta_started",
+        "aorta_teardown_reach",
+        "aorta_wait",
+    }
+)
+
+
+def unknown_names(sources: Mapping[str, Iterable[str]], site_variables: Iterable[str] = ()) -> list[str]:
+    """One line per ``aorta_*`` name that the collection does not define, with the nearest name it
+    does. ``sources`` maps where the names were found (``extra vars``, ``host vars of n1``) to them;
+    a name is reported once, at the first source that holds it. ``site_variables``: names or
+    shell-style patterns a site uses for itself."""
+    known = USER | INTERNAL
+    allowed = list(site_variables)
+    seen: set[str] = set()
+    lines = []
+    for where, names in sources.items():
+        for name in sorted(set(names)):
+            if not name.startswith("aorta_") or name in known or name in seen:
+                continue
+            seen.add(name)
+            if any(fnmatch.fnmatchcase(name, pattern) for pattern in allowed):
+                continue
+            # Compared without the prefix every name shares, which would make any two look alike.
+            near = difflib.get_close_matches(name[6:], sorted(n[6:] for n in USER), n=1, cutoff=0.6)
+            hint = f"; did you mean aorta_{near[0]}?" if near else ""
+            lines.append(
+                f"{name} ({where}) is not a variable of aorta.cluster{hint} "
+                "(a site's own aorta_* names go in aorta_site_variables)"
+            )
+    return lines

@@ -177,12 +177,41 @@ def test_trace_report_playbook_on_a_plain_folder_in_both_counting_modes(
     assert (out / "report.html").exists() and (out / "per_rank.csv").exists()
 
 
-def test_sliced_awx_job_stops_before_any_node_is_touched(repo):
-    result = multinode(repo, "inventories/example/cluster.json", extra=["awx_job_slice_count=4"])
-    assert result.returncode != 0
-    assert "This job runs sliced (4 slices)" in result.stdout
-    assert 'Set the job template\'s "Job Slicing" to 1' in result.stdout
-    assert "aorta.cluster.preflight" not in result.stdout
+def test_a_limit_or_an_awx_slice_of_2_of_3_nodes_stops_before_any_node_is_touched(repo, tmp_path):
+    """AWX's job variables carry no slice count: what a slice sees is 2 of the file's 3 nodes, as a
+    --limit does. Both are refused with the same line, before preflight."""
+    limited = run(
+        repo,
+        "ansible-playbook",
+        "aorta_multinode.yml",
+        "-i",
+        "inventories/example/cluster.json",
+        "--limit",
+        "mi300x-r01-n01.mgmt.example,mi300x-r01-n02.mgmt.example",
+    )
+    # A slice's inventory: AWX keeps the group's variables and only the slice's hosts.
+    listed = json.loads(run(repo, "ansible-inventory", "-i", "inventories/example/cluster.json", "--list").stdout)
+    hosts = listed["aorta_nodes"]["hosts"][:2]
+    slice_inventory = {
+        "all": {
+            "children": {
+                "aorta_nodes": {
+                    "hosts": {h: unwrap(listed["_meta"]["hostvars"][h]) for h in hosts},
+                    "vars": {"aorta_cluster_nodes": 3},
+                },
+                "aorta_head": {"hosts": {hosts[0]: {}}},
+                "aorta_workers": {"hosts": {hosts[1]: {}}},
+            }
+        }
+    }
+    (tmp_path / "slice.yml").write_text(json.dumps(slice_inventory))
+    sliced = multinode(repo, tmp_path / "slice.yml")
+    for result in (limited, sliced):
+        assert result.returncode != 0
+        assert "2 of 3 nodes: a --limit or an AWX sliced job." in result.stdout, result.stdout[-2000:]
+        assert "Job Slicing to 1" in result.stdout
+        assert "Reach every node" not in result.stdout
+        assert "ranks" not in result.stdout.split("2 of 3 nodes")[1].split("\n")[0]
 
 
 def test_two_cluster_files_in_one_inventory_are_refused(repo, tmp_path):

@@ -211,3 +211,17 @@ def test_claims_cluster_files_by_name_or_content(tmp_path):
     named_otherwise.write_text(json.dumps(good()))
     assert cf.looks_like_cluster_file(str(named_otherwise))
     assert not cf.looks_like_cluster_file(str(tmp_path / "inventory.yml"))
+
+
+def test_a_job_with_only_some_of_the_nodes_is_refused_naming_k_of_n():
+    assert cf.partial_cluster(3, 3) == ""
+    assert cf.partial_cluster(6, 3) == ""  # two files in one inventory: the rank check says it
+    assert cf.partial_cluster(2, None) == ""  # an inventory without the count
+    message = cf.partial_cluster(2, "3")
+    assert message.startswith("2 of 3 nodes: a --limit or an AWX sliced job.")
+    assert "Job Slicing to 1" in message and "without --limit" in message
+
+
+def test_the_group_variables_carry_the_node_count(fixtures_dir):
+    cluster = cf.read(str(fixtures_dir / "cluster_files" / "filled" / "cluster.json"))
+    assert cf.group_vars(cluster)["aorta_cluster_nodes"] == len(cluster.nodes)

@@ -3,9 +3,14 @@
 
 from __future__ import annotations
 
-import pytest
+from pathlib import Path
 
-from ansible_collections.aorta.cluster.plugins.plugin_utils._variables import check
+import pytest
+import yaml
+
+from ansible_collections.aorta.cluster.plugins.plugin_utils import _cluster_file
+from ansible_collections.aorta.cluster.plugins.plugin_utils._variables import INTERNAL, check, unknown_names
+from ansible_collections.aorta.cluster.plugins.plugin_utils._vocabulary import USER
 
 BAD = [
     ("aorta_timeout_seconds", -5, "must be at least 1"),
@@ -92,3 +97,61 @@ def test_a_survey_answer_in_text_is_read_as_the_task_reads_it():
     assert check({"aorta_expected_results": '{"min_compute_ratio": 0.5}'}) == []
     (error,) = check({"aorta_expected_results": "min_compute_ratio=2"})
     assert error.startswith("aorta_expected_results: min_compute_ratio: '2' ")
+
+
+def test_empty_image_and_non_positive_straggler_threshold_are_refused():
+    assert check({"aorta_docker_image": "  "}) == ["aorta_docker_image: '  ' must not be empty"]
+    assert check({"aorta_straggler_threshold": -0.2}) == ["aorta_straggler_threshold: -0.2 must be a number above 0"]
+    assert check({"aorta_straggler_threshold": 0}) == ["aorta_straggler_threshold: 0 must be a number above 0"]
+    assert check({"aorta_straggler_threshold": "x"}) == ["aorta_straggler_threshold: 'x' is not a number"]
+    assert check({"aorta_straggler_threshold": "0.1", "aorta_docker_image": "rocm/pytorch:latest"}) == []
+
+
+def test_unknown_names_suggest_the_nearest_user_variable_once_each():
+    lines = unknown_names(
+        {
+            "extra vars": ["aorta_timout_seconds", "aorta_timeout_seconds", "other", "aorta_node_rank"],
+            "host or group vars of n1": ["aorta_timout_seconds", "aorta_zzz"],
+        }
+    )
+    assert lines == [
+        "aorta_timout_seconds (extra vars) is not a variable of aorta.cluster; did you mean aorta_timeout_seconds? "
+        "(a site's own aorta_* names go in aorta_site_variables)",
+        "aorta_zzz (host or group vars of n1) is not a variable of aorta.cluster "
+        "(a site's own aorta_* names go in aorta_site_variables)",
+    ]
+    assert unknown_names({"extra vars": ["aorta_site_owner", "aorta_lab"]}, ["aorta_site_*", "aorta_lab"]) == []
+
+
+def _walk(node, out: set[str]) -> None:
+    """Names a task list sets: set_fact keys, register, vars, loop_var and add_host's variables."""
+    if isinstance(node, list):
+        for item in node:
+            _walk(item, out)
+    elif isinstance(node, dict):
+        for key, value in node.items():
+            if key in ("ansible.builtin.set_fact", "ansible.builtin.add_host") and isinstance(value, dict):
+                out.update(value)
+            elif key == "register" and isinstance(value, str):
+                out.add(value)
+            elif key == "vars" and isinstance(value, dict):
+                out.update(value)
+            elif key == "loop_control" and isinstance(value, dict) and "loop_var" in value:
+                out.add(value["loop_var"])
+            _walk(value, out)
+
+
+def test_internal_names_are_exactly_those_the_collection_sets(fixtures_dir):
+    """INTERNAL is what the roles, playbooks and inventory set and no more: a new fact can never
+    be refused as a misspelling, and a stale entry never hides one."""
+    repo = Path(__file__).resolve().parents[4]
+    found: set[str] = set()
+    for path in [*repo.glob("roles/*/tasks/*.yml"), *repo.glob("playbooks/*.yml")]:
+        _walk(yaml.safe_load(path.read_text()), found)
+    cluster = _cluster_file.read(str(fixtures_dir / "cluster_files" / "filled" / "cluster.json"))
+    found.update(_cluster_file.group_vars(cluster))
+    for record in _cluster_file.host_records(cluster):
+        found.update(record["vars"])
+    found = {name for name in found if name.startswith("aorta_")} - USER
+    assert found == set(INTERNAL)
+    assert not INTERNAL & USER
