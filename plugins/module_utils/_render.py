@@ -228,7 +228,8 @@ def render_html(report: dict) -> str:
         parts.append("<h2>Thresholds</h2><ul>")
         for check in report["validation"]["checks"]:
             css = "ok" if check["passed"] else "bad"
-            parts.append(f"<li class='{css}'>{'PASS' if check['passed'] else 'FAIL'}: {_esc(check['reason'])}</li>")
+            verdict = "SKIP" if check.get("skipped") else "PASS" if check["passed"] else "FAIL"
+            parts.append(f"<li class='{css}'>{verdict}: {_esc(check['reason'])}</li>")
         parts.append("</ul>")
     parts.append("<h2>Stragglers</h2>")
     test = report.get("straggler_test") or {}

@@ -8,7 +8,7 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 module: node_lease
 short_description: Hold a node for one run at a time
-version_added: 0.2.0
+version_added: 0.1.0
 description:
   - "Takes, renews or releases the node's lease: one JSON file in a node-local directory that names
     the run that owns the node's GPUs, its owner and when the lease expires. Two runs acquiring at

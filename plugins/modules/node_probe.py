@@ -8,7 +8,7 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 module: node_probe
 short_description: Everything preflight asks of a node, in one module run
-version_added: 0.2.0
+version_added: 0.1.0
 description:
   - "Gathers in one run what preflight needs of the node: docker's server version, the image's id,
     the aorta checkout's files, free space, GPU devices and count, the interfaces and their

@@ -8,7 +8,7 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 module: run_container
 short_description: Start the run's container on a node and prove it can run the job
-version_added: 0.2.0
+version_added: 0.1.0
 description:
   - "In one module run: removes a container of the same name, creates the node's run directory as
     the SSH user, starts the container with the given C(docker run) argv, checks it runs, proves the

@@ -11,7 +11,7 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 module: run_diagnosis
 short_description: Say why a run stopped - which rank, which collective, which line - from the collected evidence
-version_added: 0.3.0
+version_added: 0.1.0
 description:
   - "Runs on the controller, after trace collection. For a TIMEOUT it reads every rank's py-spy stack
     and flight-recorder dump that the nodes' supervisors captured at the deadline (collected under

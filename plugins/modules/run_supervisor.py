@@ -8,7 +8,7 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 module: run_supervisor
 short_description: Run one node's share of a run under the node's own deadline
-version_added: 0.2.0
+version_added: 0.1.0
 description:
   - "Starts the launch command in the run's container and supervises it on the node, so that the
     run ends the same way whether or not the controller is still there: the deadline is kept on the

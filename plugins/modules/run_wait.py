@@ -11,7 +11,7 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 module: run_wait
 short_description: Wait for a node's run supervisor to finish, printing one progress line per poll
-version_added: 0.2.0
+version_added: 0.1.0
 description:
   - "Reads the status file that M(aorta.cluster.run_supervisor) keeps on the node, one command per
     poll (a long poll that returns as soon as the run has finished), until the supervisor says

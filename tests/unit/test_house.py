@@ -51,3 +51,18 @@ def test_the_node_side_summary_does_not_ship_the_renderer():
                     shipped.add(name)
                     todo.append(utils / f"_{name}.py")
     assert shipped == {"analysis", "decode", "intervals", "timeline"}, shipped
+
+
+def _version(text: str) -> tuple[int, ...]:
+    return tuple(int(part) for part in str(text).split("."))
+
+
+def test_no_plugin_claims_a_version_after_the_collections_own():
+    """version_added names a release: none may be later than the one galaxy.yml builds."""
+    release = _version(yaml.safe_load((REPO / "galaxy.yml").read_text())["version"])
+    claimed = {}
+    for path in [*(REPO / "plugins").rglob("*.py"), *(REPO / "plugins").rglob("*.yml")]:
+        for match in re.findall(r"^\s*version_added:\s*['\"]?([0-9.]+)", path.read_text(), flags=re.MULTILINE):
+            claimed[str(path.relative_to(REPO))] = match
+    assert len(claimed) >= 20, claimed  # every module, filter, inventory and lookup says one
+    assert {path: v for path, v in claimed.items() if _version(v) > release} == {}

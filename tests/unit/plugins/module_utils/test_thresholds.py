@@ -16,8 +16,8 @@ from ansible_collections.aorta.cluster.plugins.module_utils import _report, _thr
     [
         ({"min_compute_ratio": 1.1}, "min_compute_ratio: 1.1 must be a number from 0 to 1"),
         ({"min_overlap_ratio": -0.1}, "min_overlap_ratio: -0.1 must be a number from 0 to 1"),
-        ({"max_avg_iteration_ms": math.nan}, "max_avg_iteration_ms: nan must be a number above 0"),
-        ({"max_avg_iteration_ms": 0}, "max_avg_iteration_ms: 0 must be a number above 0"),
+        ({"max_avg_iteration_ms": math.nan}, "max_avg_iteration_ms: nan must be a number from 0"),
+        ({"max_avg_iteration_ms": -1}, "max_avg_iteration_ms: -1 must be a number from 0"),
         ({"max_time_variance_ratio": "x"}, "max_time_variance_ratio: 'x' is not a number"),
         ({"max_iteration": 1}, "unknown threshold max_iteration"),
         ("min_compute_ratio=2", "min_compute_ratio: '2' must be a number from 0 to 1"),
@@ -67,3 +67,18 @@ def test_cvs_max_avg_iteration_ms_means_what_it_means_in_cvs(tmp_path, fixtures_
     assert window == pytest.approx(56.51760, rel=1e-3)  # TraceLens' total_time for this trace
     (check,) = report["validation"]["checks"]
     assert check["passed"] is passed
+
+
+def test_cvs_parity_a_zero_limit_is_judged_and_a_variance_over_a_zero_average_is_skipped():
+    """CVS accepts max_avg_iteration_ms: 0 (schema ge=0, loader >= 0) and judges it; its gate judges
+    the variance ratio only when the average time is above 0."""
+    assert _thresholds.threshold_problems({"max_avg_iteration_ms": 0}) == []
+    perf = {"avg_iteration_time_ms": 12.5, "std_iteration_time_us": 1.0}
+    (zero,) = _thresholds.check_thresholds(perf, {"max_avg_iteration_ms": 0})
+    assert zero["passed"] is False and "exceeds threshold 0" in zero["reason"]
+    idle = {"avg_iteration_time_ms": 0.0, "std_iteration_time_us": 0.0}
+    (variance,) = _thresholds.check_thresholds(idle, {"max_time_variance_ratio": 0.5})
+    assert variance["passed"] is True and variance["skipped"] is True
+    assert variance["reason"] == "max_time_variance_ratio: not judged: the average iteration time is 0 ms (CVS skips it too)"
+    (unmeasured,) = _thresholds.check_thresholds({}, {"max_time_variance_ratio": 0.5})
+    assert unmeasured["passed"] is False  # no value at all: not CVS's zero average, still a failure
