@@ -91,11 +91,18 @@ keyed_groups:
 
 import os
 
-from ansible.errors import AnsibleParserError
 from ansible.plugins.inventory import BaseInventoryPlugin, Cacheable, Constructable
 from ansible.utils.unsafe_proxy import wrap_var
 
 from ansible_collections.aorta.cluster.plugins.plugin_utils import _cluster_file
+
+
+class ClusterFileRejected(SystemExit):
+    """A cluster file this plugin claims and rejects ends the command with its one line (exit 1).
+
+    Raised as an AnsibleParserError, the inventory manager would try every other plugin on the file
+    and print each failure with its cause: this plugin's line twice, then the ini plugin's unrelated
+    "Invalid host pattern '_user_comment:'". Python prints a SystemExit's text alone to stderr."""
 
 
 class InventoryModule(BaseInventoryPlugin, Constructable, Cacheable):
@@ -130,7 +137,7 @@ class InventoryModule(BaseInventoryPlugin, Constructable, Cacheable):
             self._read_config_data(path)
             cluster_path = self.get_option("path")
             if not cluster_path:
-                raise AnsibleParserError(
+                raise ClusterFileRejected(
                     f"{path}: path: not set (nor AORTA_CLUSTER_FILE); point it at the cluster.json file"
                 )
             # Relative to the source file, so an AWX project or a checkout works from any cwd.
@@ -154,8 +161,8 @@ class InventoryModule(BaseInventoryPlugin, Constructable, Cacheable):
             try:
                 cluster = _cluster_file.read(cluster_path)
             except _cluster_file.ClusterFileError as exc:
-                # One line: the file, the key path, what to do. No traceback.
-                raise AnsibleParserError(str(exc)) from None
+                # One line: the file, the key path, what to do. No traceback, no other plugin's try.
+                raise ClusterFileRejected(str(exc)) from None
             if self.get_option("cache"):
                 self._cache[cache_key] = cluster
         self._populate(cluster)

@@ -100,8 +100,13 @@ def test_cvs_templates_fail_naming_file_and_key(repo, fixtures_dir, name, key):
     path = fixtures_dir / "cluster_files" / "cvs-templates" / name
     result = run(repo, "ansible-inventory", "-i", str(path), "--list")
     assert result.returncode != 0
-    assert f"{path}: {key}: " in result.stderr
-    assert "Traceback" not in result.stderr
+    # One line naming file and key, nothing else: no other plugin's try, no warning block.
+    (line,) = result.stderr.splitlines()
+    assert line.startswith(f"{path}: {key}: ")
+    assert result.stdout == ""
+    played = run(repo, "ansible-playbook", "aorta_multinode.yml", "-i", str(path))
+    assert played.returncode != 0
+    assert played.stderr.splitlines() == [line] and played.stdout == ""
 
 
 @pytest.mark.parametrize("name", ["cluster.json", "cluster_container.json", "atom_cluster.json", "cluster_rack.json"])
