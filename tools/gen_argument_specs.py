@@ -1,9 +1,12 @@
 """Generate every role's meta/argument_specs.yml and README, and docs/variables.md, from
 roles/variables.yml and the roles' defaults.
 
-Defaults live once, in defaults/main.yml; types and descriptions once, in roles/variables.yml.
-A templated default cannot be an argument_specs default (Ansible templates it before the role's
-variables exist), so it is shown in the description instead.
+Types and descriptions live once, in roles/variables.yml. Defaults live in each role's
+defaults/main.yml, where a variable shared by several roles is repeated (Ansible gives a role only
+its own defaults); this generator refuses two roles that disagree, so each variable has one
+default, shown in docs/variables.md. A variable only the playbook reads has its default in
+roles/variables.yml. A templated default cannot be an argument_specs default (Ansible templates it
+before the role's variables exist), so it is shown in the description instead.
     tools/gen_argument_specs.py           write the files
     tools/gen_argument_specs.py --check   exit 1 when a file is out of date
 """
@@ -96,24 +99,71 @@ def render_readme(role: str, registry: dict) -> str:
     return "\n".join(lines)
 
 
+def defaults_of(registry: dict) -> dict:
+    """Each variable's one default: the roles' (which must agree) or, for a variable only the
+    playbook reads, the registry's ``default``."""
+    found: dict = {}
+    for role in registry["roles"]:
+        defaults = yaml.safe_load((ROOT / "roles" / role / "defaults" / "main.yml").read_text()) or {}
+        for name, value in defaults.items():
+            if name in found and found[name][1] != value:
+                raise SystemExit(
+                    f"roles/{role}/defaults/main.yml: {name} is {value!r} there but {found[name][1]!r} in "
+                    f"roles/{found[name][0]}: a variable has one default"
+                )
+            found.setdefault(name, (role, value))
+    out = {name: value for name, (_role, value) in found.items()}
+    for name, spec in registry["variables"].items():
+        if "default" in spec:
+            if name in out:
+                raise SystemExit(f"roles/variables.yml: {name} has a default in a role's defaults already")
+            out[name] = spec["default"]
+    return out
+
+
+def _default_cell(value) -> str:
+    if isinstance(value, str) and "{{" in value:
+        return "`" + _cell(re.sub(r"\{\{\s*(.*?)\s*\}\}", r"<\1>", value)) + "`"
+    return "`" + _cell(json.dumps(value)) + "`"
+
+
 def render_docs(registry: dict) -> str:
+    defaults = defaults_of(registry)
     lines = [
         "# Variables",
         "",
         "One vocabulary across the collection: every variable a user sets is `aorta_*`, named after",
-        "CVS's `aorta_benchmark.yaml` key where there is one. Generated from `roles/variables.yml`.",
+        "CVS's `aorta_benchmark.yaml` key where there is one. Generated from `roles/variables.yml` and the",
+        "roles' `defaults/main.yml` by `tools/gen_argument_specs.py`; a test keeps it equal to them.",
         "",
-        "| variable | type | roles | what it does |",
-        "|---|---|---|---|",
+        "An `aorta_*` name that is not in this table stops the run before any node is touched, naming the",
+        "nearest one here (list a site's own names in `aorta_site_variables`).",
+        "",
+        "## Must set for a real cluster",
+        "",
+        "Besides the cluster file itself (`-i cluster.json`), the defaults below are the stand-in's or CVS's",
+        "and rarely fit a real cluster:",
+        "",
+    ]
+    for name, spec in sorted(registry["variables"].items()):
+        if "must_set" in spec:
+            lines.append(f"- `{name}` (default {_default_cell(defaults.get(name))}): {_plain(spec['must_set'])}")
+    lines += [
+        "",
+        "## All variables",
+        "",
+        "| variable | type | default | roles | what it does |",
+        "|---|---|---|---|---|",
     ]
     users = {}
     for role in registry["roles"]:
-        defaults = yaml.safe_load((ROOT / "roles" / role / "defaults" / "main.yml").read_text()) or {}
-        for name in defaults:
+        role_defaults = yaml.safe_load((ROOT / "roles" / role / "defaults" / "main.yml").read_text()) or {}
+        for name in role_defaults:
             users.setdefault(name, []).append(role)
     for name, spec in sorted(registry["variables"].items()):
         roles = ", ".join(users.get(name, ["playbook"]))
-        lines.append(f"| `{name}` | {spec['type']} | {roles} | {_plain(spec['description'])} |")
+        default = _default_cell(defaults[name]) if name in defaults else "(none)"
+        lines.append(f"| `{name}` | {spec['type']} | {default} | {roles} | {_plain(spec['description'])} |")
     return "\n".join(lines) + "\n"
 
 

@@ -48,4 +48,5 @@ class FilterModule:
             "cvs_config": _filter(_cvs_config.cvs_config),
             "launch_deadlines": _filter(_plan.launch_deadlines),
             "partial_cluster": _filter(_cluster_file.partial_cluster),
+            "setup_failure": _filter(_run.setup_failure),
         }

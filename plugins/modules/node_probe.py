@@ -43,24 +43,101 @@ options:
     default: false
   lease:
     description:
-      - Hold the node for a run before anything else (keys C(run_id), C(directory), C(expires_in), C(owner)).
-      - C(gone_owner) names an owner known dead (its controller process is gone); its lease taken
-        during setup is then expired, and a run of it that a supervisor still runs is stopped first
-        (the supervisor ends the workload, removes its container and lets go of the lease). The
-        action plugin sets it when it finds so.
+      - Hold the node for a run before anything else (see M(aorta.cluster.node_lease)).
     type: dict
+    suboptions:
+      run_id:
+        description: The run that holds the node.
+        type: str
+        required: true
+      directory:
+        description: The node-local lease directory.
+        type: str
+        default: /var/tmp/aorta-cluster
+      expires_in:
+        description: Seconds the lease holds before the run's supervisor renews it.
+        type: int
+        default: 2400
+      owner:
+        description: Who holds it (the action plugin sets the controller's host, user and ansible-playbook pid).
+        type: str
+      gone_owner:
+        description:
+          - An owner known dead (its controller process is gone); its lease taken during setup is then
+            expired, and a run of it that a supervisor still runs is stopped first (the supervisor ends
+            the workload, removes its container and lets go of the lease). The action plugin sets it
+            when it finds so.
+        type: str
   port:
-    description: Pick a free TCP port (keys C(addresses), C(start), C(end), C(exclude)).
+    description: Pick a free TCP port on this node (see M(aorta.cluster.free_port)).
     type: dict
+    suboptions:
+      addresses:
+        description: The addresses the port must be free on.
+        type: list
+        elements: str
+        default: ["0.0.0.0"]
+      start:
+        description: First port of the range.
+        type: int
+        default: 29500
+      end:
+        description: Last port of the range.
+        type: int
+        default: 32767
+      exclude:
+        description: Ports not to pick.
+        type: list
+        elements: int
+        default: []
   expect:
-    description: What the action plugin judges the facts against (not used on the node).
+    description:
+      - What the action plugin judges the facts against, on the controller (never sent to the node).
     type: dict
+    suboptions:
+      image:
+        description: The image the run needs.
+        type: str
+      image_archive:
+        description: The controller-side archive that can load the image (C(aorta_image_archive)).
+        type: str
+      archive_exists:
+        description: Whether that archive exists on the controller.
+        type: bool
+      aorta_path:
+        description: The aorta checkout, for the messages.
+        type: str
+      paths:
+        description: Files under the checkout that must exist.
+        type: list
+        elements: str
+      min_free_gb:
+        description: Free GiB needed at the checkout.
+        type: float
+      require_gpu:
+        description: Whether GPU devices and a GPU count are checked.
+        type: bool
+      gpus_needed:
+        description: GPUs the node must have.
+        type: int
+      vpc_ip:
+        description: The fabric address that must be on one of the node's interfaces.
+        type: str
+      extra_env:
+        description: The user's environment, whose C(GLOO_SOCKET_IFNAME)/C(NCCL_SOCKET_IFNAME) are checked.
+        type: dict
+  pyspy:
+    description:
+      - The controller's py-spy for the stacks of a hang, handled by the action plugin (never sent to the node):
+        a controller path, V(auto) (the one on the controller's C(PATH), if any) or empty (none). The
+        plugin asks the node whether it has that very binary (by size, under the lease directory's
+        C(tools/)) and returns C(derived.pyspy) (C(source), C(node_path), C(sha256), C(present), C(note)).
+    type: str
   tools:
     description:
       - Files the node should have (keys C(name), C(path), C(size)); C(facts.tools) says which it has.
         A missing file's directory is created (shared like /tmp) for the copy that follows.
-      - The action plugin fills it from its C(pyspy) argument (a controller path, V(auto) or empty),
-        and returns C(derived.pyspy) (C(source), C(node_path), C(sha256), C(present), C(note)).
+      - The action plugin fills it from O(pyspy).
     type: list
     elements: dict
     default: []
@@ -122,9 +199,42 @@ def main() -> None:
             "root": {"type": "path", "default": ""},
             "paths": {"type": "list", "elements": "str", "default": []},
             "count_gpus": {"type": "bool", "default": False},
-            "lease": {"type": "dict"},
-            "port": {"type": "dict"},
-            "expect": {"type": "dict"},
+            "lease": {
+                "type": "dict",
+                "options": {
+                    "run_id": {"type": "str", "required": True},
+                    "directory": {"type": "str", "default": "/var/tmp/aorta-cluster"},
+                    "expires_in": {"type": "int", "default": 2400},
+                    "owner": {"type": "str"},
+                    "gone_owner": {"type": "str"},
+                },
+            },
+            "port": {
+                "type": "dict",
+                "options": {
+                    "addresses": {"type": "list", "elements": "str", "default": ["0.0.0.0"]},
+                    "start": {"type": "int", "default": 29500},
+                    "end": {"type": "int", "default": 32767},
+                    "exclude": {"type": "list", "elements": "int", "default": []},
+                },
+            },
+            # Judged by the action plugin and never sent: documented here, not validated here.
+            "expect": {
+                "type": "dict",
+                "options": {
+                    "image": {"type": "str"},
+                    "image_archive": {"type": "str"},
+                    "archive_exists": {"type": "bool"},
+                    "aorta_path": {"type": "str"},
+                    "paths": {"type": "list", "elements": "str"},
+                    "min_free_gb": {"type": "float"},
+                    "require_gpu": {"type": "bool"},
+                    "gpus_needed": {"type": "int"},
+                    "vpc_ip": {"type": "str"},
+                    "extra_env": {"type": "dict"},
+                },
+            },
+            "pyspy": {"type": "str"},
             "tools": {"type": "list", "elements": "dict", "default": []},
         },
         supports_check_mode=True,

@@ -151,8 +151,9 @@ attributes:
   diff_mode:
     support: none
 notes:
-  - "Give the task an C(async) longer than O(timeout_seconds) + 2 x O(grace_seconds) + O(diagnose_seconds)
-    + 300: Ansible's async wrapper kills its job at that limit."
+  - "Give the task the C(async_s) of the C(aorta.cluster.launch_deadlines) filter (plugins/plugin_utils/_plan.py:
+    the deadline, the diagnostics, the grace, the kill wait and the clean-up, plus the controller's wait and a
+    margin): Ansible's async wrapper kills its job at that limit."
 """
 
 EXAMPLES = r"""

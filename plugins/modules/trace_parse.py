@@ -162,7 +162,8 @@ stragglers:
   type: list
   elements: dict
 validation:
-  description: Threshold checks and whether all passed; a check that cannot be judged (the variance ratio over a zero average, as CVS skips it) has C(skipped=true).
+  description: Threshold checks and whether all passed; a check that cannot be judged (the variance ratio
+    over a zero average, which CVS skips too) has C(skipped=true).
   returned: always
   type: dict
 missing_ranks:

@@ -27,8 +27,8 @@ _PLACEHOLDER = re.compile(r"(?<!\$)\{[^{}\s\"']+\}")
 _NOT_SET = ("", "NA", "N/A", "na", "n/a", None)
 # Keys a node entry may not set: they would silently rewire the connection or our own host vars.
 _RESERVED_PREFIXES = ("ansible_", "aorta_")
-# Top-level blocks that may hold credentials (CVS's rack switches) never become variables.
-_SECRET_BLOCKS = ("racks", "rack_groups")
+# Top-level blocks that may hold credentials (CVS's racks, with switch passwords) never become
+# variables: only what group_vars() and host_records() name does.
 ORCHESTRATORS = ("baremetal", "container")
 
 

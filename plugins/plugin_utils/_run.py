@@ -73,6 +73,26 @@ def node_state(wait: Mapping[str, Any] | None) -> dict[str, Any]:
     return {"state": "failed", "exit_code": -1 if rc is None else int(rc), **extra}
 
 
+def setup_failure(names: Sequence[str], messages: Sequence[Any], own: Sequence[Any]) -> dict[str, Any]:
+    """Why setup stopped before the launch, and every node where it did, from each node's rescue.
+
+    ``messages[i]`` is what stopped ``names[i]`` ('' when it was stopped only because another node
+    failed: any_errors_fatal), ``own[i]`` whether that was the node's own task. A run_once task's
+    failure (the check that names the unreachable nodes) is reported by whichever node ran it:
+    that node is named only when no node failed a task of its own. Nodes in rank order."""
+    failed = [(str(n), str(m)) for n, m, o in zip(names, messages, own) if m and o]
+    if not failed:
+        failed = [(str(n), str(m)) for n, m in zip(names, messages) if m]
+    if not failed:
+        return {"message": "setup stopped on a node that is gone", "failed_nodes": [], "first_failure": None}
+    nodes = [name for name, _message in failed]
+    message = failed[0][1]
+    if len(nodes) > 1:
+        shown = ", ".join(nodes[:10]) + (f" and {len(nodes) - 10} more" if len(nodes) > 10 else "")
+        message += f" (setup failed on {len(nodes)} nodes: {shown})"
+    return {"message": message, "failed_nodes": nodes, "first_failure": nodes[0]}
+
+
 def run_status(nodes: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     """COMPLETED when every node is ok; TIMEOUT when any timed out; else FAILED.
 

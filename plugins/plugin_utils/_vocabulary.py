@@ -67,7 +67,7 @@ USER = frozenset(
         "aorta_results_dir_resolved",
         "aorta_results_root",
         "aorta_run_failure_message",
-        "aorta_run_failure_node",
+        "aorta_run_failure_nodes",
         "aorta_run_id",
         "aorta_run_id_resolved",
         "aorta_setup_timeout_seconds",

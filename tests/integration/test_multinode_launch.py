@@ -97,6 +97,28 @@ def test_unreachable_node_stops_the_run_before_anything_is_launched(standin_clus
     assert standin_cluster.containers_left() == []
 
 
+def test_every_unreachable_node_is_named_in_failed_nodes_and_no_reachable_one(standin_cluster, tmp_path):
+    """A node whose SSH hangs (paused) and a name that does not resolve: run.json's failed_nodes
+    names both, in rank order, and never the healthy head that reported them."""
+    victim = standin_cluster.nodes[1]
+    data = json.loads(standin_cluster.cluster_file(tmp_path, 2).read_text())
+    data["node_dict"]["unresolvable.invalid"] = {"vpc_ip": "NA", "bmc_ip": "NA"}
+    cluster = tmp_path / "three-cluster.json"
+    cluster.write_text(json.dumps(data))
+    subprocess.run(["docker", "pause", victim["container"]], check=True)
+    try:
+        proc, run, _results, _elapsed = standin_cluster.run(tmp_path, inventory=cluster, aorta_connect_timeout=10)
+    finally:
+        subprocess.run(["docker", "unpause", victim["container"]], check=True)
+    assert proc.returncode != 0
+    assert run["status"] == "FAILED"
+    assert run["failed_nodes"] == [victim["mgmt_ip"], "unresolvable.invalid"]
+    assert run["first_failure"] == victim["mgmt_ip"]
+    assert "setup failed on 2 nodes" in run["message"]
+    assert "Launch on every node at once" not in proc.stdout
+    assert standin_cluster.containers_left() == []
+
+
 def test_container_that_cannot_write_stops_the_run_naming_its_node(standin_cluster, tmp_path):
     """What NFS root_squash does to the container's root, made with a read-only bind mount on one
     node: the run stops before launch, naming that node and the cause; nothing is left running."""

@@ -6,6 +6,7 @@ ansible-builder renders the execution environment's build context from the same 
 
 from __future__ import annotations
 
+import importlib.metadata
 import json
 import os
 import shutil
@@ -136,4 +137,94 @@ def test_installed_artifact_runs_against_the_standin(artifact, standin_cluster, 
     assert record["status"] == "COMPLETED"
     assert json.loads((results / "combined_traces" / "manifest.json").read_text())["missing_ranks"] == []
     assert (results / "aorta_benchmark_report.json").is_file()
+    assert standin_cluster.containers_left() == []
+
+
+@pytest.fixture(scope="module")
+def user_bin(tmp_path_factory) -> Path:
+    """A clean venv holding only what the README's install puts there: requirements.txt, from the
+    package index (ansible-core and the report's optional packages; not the development tools)."""
+    venv = tmp_path_factory.mktemp("user") / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=120)
+    pip = [str(venv / "bin" / "pip"), "install", "-q", "--disable-pip-version-check"]
+    done = subprocess.run(
+        [*pip, "-r", str(REPO / "requirements.txt")], capture_output=True, text=True, timeout=900, check=False
+    )
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    return venv / "bin"
+
+
+def test_the_runtime_venv_holds_no_development_tool(user_bin):
+    names = subprocess.run([str(user_bin / "pip"), "list", "--format=json"], capture_output=True, text=True, check=True)
+    installed = {p["name"].lower() for p in json.loads(names.stdout)}
+    assert {"ansible-core", "msgspec", "matplotlib"} <= installed
+    assert not installed & {"ansible", "ansible-lint", "molecule", "pytest", "mypy", "ansible-builder"}
+
+
+@pytest.mark.standin
+def test_a_users_install_in_a_clean_venv_reports_and_checks(artifact, user_bin, standin_cluster, tmp_path):
+    """The README's install, step by step, from a directory outside the checkout: the artifact and
+    ansible.posix installed with the clean venv's ansible-galaxy (offline here: Galaxy is not
+    reachable, so ansible.posix comes packed from the PyPI `ansible` package, as Galaxy would serve
+    it), then trace_report.yml on real traces and --check against the stand-in cluster."""
+    fresh = tmp_path / "collections"
+    env = outside_env(tmp_path, fresh)
+    env["PATH"] = f"{user_bin}{os.pathsep}{env['PATH']}"
+    posix_dir = Path(importlib.metadata.distribution("ansible").locate_file("ansible_collections")) / "ansible/posix"
+    posix = tmp_path / "ansible-posix.tar.gz"
+    packed = run(
+        ["python", str(REPO / "tools" / "ee_local_definition.py"), "--pack", str(posix_dir), str(posix)], tmp_path
+    )
+    assert packed.returncode == 0, packed.stderr
+
+    def user(*argv: str, timeout: int = 600) -> subprocess.CompletedProcess:
+        return subprocess.run(
+            [str(user_bin / argv[0]), *argv[1:]],
+            cwd=tmp_path,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
+        )
+
+    installed = user(
+        "ansible-galaxy", "collection", "install", "--offline", "-p", str(fresh), str(artifact), str(posix)
+    )
+    assert installed.returncode == 0, installed.stdout + installed.stderr
+    assert (fresh / "ansible_collections" / "ansible" / "posix" / "MANIFEST.json").is_file()
+
+    traces = tmp_path / "traces"
+    traces.mkdir()
+    shutil.copy(REPO / "tests/fixtures/traces/mi300/bert-small.json.gz", traces / "trace.json.gz")
+    report = tmp_path / "report"
+    reported = user(
+        "ansible-playbook",
+        "aorta.cluster.trace_report",
+        "-e",
+        f"aorta_traces_dir={traces}",
+        "-e",
+        f"aorta_report_dir={report}",
+    )
+    assert reported.returncode == 0, reported.stdout[-3000:] + reported.stderr[-2000:]
+    parsed = json.loads((report / "aorta_benchmark_report.json").read_text())
+    assert parsed["per_rank_summary"][0]["gpu_timeline"]["total_time"] > 0
+    assert (report / "report.html").is_file()
+
+    cluster = standin_cluster.cluster_file(tmp_path, 2)
+    source = tmp_path / "cluster.aorta.yml"
+    source.write_text(f"plugin: aorta.cluster.cluster_json\npath: {cluster.name}\n")
+    checked = user(
+        "ansible-playbook",
+        "aorta.cluster.aorta_multinode",
+        "-i",
+        str(source),
+        "--check",
+        "-e",
+        f"@{standin.OUT / 'vars.yml'}",
+        "-e",
+        f"aorta_results_dir={tmp_path / 'check'}",
+    )
+    assert checked.returncode == 0, checked.stdout[-3000:] + checked.stderr[-2000:]
+    assert checked.stdout.count('"docker_run": "docker run -d --name aorta-benchmark-') == 2
     assert standin_cluster.containers_left() == []

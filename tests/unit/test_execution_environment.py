@@ -84,3 +84,15 @@ def test_collection_meta_is_read_by_ansible_builder():
     assert {"rsync", "zstd", "openssh-clients", "openssh-client"} <= packages
     for line in system:
         assert re.fullmatch(r"[A-Za-z0-9_.+-]+( \[[a-z:0-9 ]+\])?", line), line
+
+
+def test_the_users_runtime_requirements_are_ansible_core_and_the_ees_packages():
+    """requirements.txt (the README's install) = ansible-core in the range the collection supports,
+    plus meta/ee-requirements.txt, the same file the execution environment installs."""
+    lines = [line.strip() for line in (REPO / "requirements.txt").read_text().splitlines()]
+    lines = [line for line in lines if line and not line.startswith("#")]
+    assert lines[1:] == ["-r meta/ee-requirements.txt"]
+    core = Requirement(lines[0])
+    assert core.name == "ansible-core" and dev_pins()["ansible-core"] in core.specifier
+    required = yaml.safe_load((REPO / "meta" / "runtime.yml").read_text())["requires_ansible"]
+    assert required.replace(" ", "") in str(core.specifier).split(",")

@@ -309,3 +309,21 @@ def test_node_line():
         }
     )
     assert "n1" in line and "ok" in line and "fabric 10.0.0.2 on eth1" in line and line.endswith("/r/logs/n1.log")
+
+
+def test_setup_failure_names_every_node_whose_own_task_failed_not_the_reporter():
+    setup_failure = FilterModule().filters()["setup_failure"]
+    # n1 and n2 unreachable: their wait failed; n0 only stopped (any_errors_fatal).
+    messages = ["", "n1: Reach every node: timed out", "n2: Reach every node: refused"]
+    result = setup_failure(["n0", "n1", "n2"], messages, [False, True, True])
+    assert result["failed_nodes"] == ["n1", "n2"] and result["first_failure"] == "n1"
+    assert result["message"] == "n1: Reach every node: timed out (setup failed on 2 nodes: n1, n2)"
+    # The run_once check that names unreachable nodes fails on a healthy node: named only when alone.
+    reporter = setup_failure(["n0", "n1"], ["n0: preflight[fabric]: head's listener", ""], [False, False])
+    assert reporter["failed_nodes"] == ["n0"]
+    mixed = setup_failure(["n0", "n1"], ["n0: preflight[ssh]: unreachable: n1", "n1: wait: refused"], [False, True])
+    assert mixed["failed_nodes"] == ["n1"] and mixed["message"] == "n1: wait: refused"
+    gone = setup_failure(["n0"], [""], [False])
+    assert gone == {"message": "setup stopped on a node that is gone", "failed_nodes": [], "first_failure": None}
+    many = setup_failure([f"n{i}" for i in range(12)], ["x"] * 12, [True] * 12)
+    assert many["message"].endswith("n9 and 2 more)") and len(many["failed_nodes"]) == 12

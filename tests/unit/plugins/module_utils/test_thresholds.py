@@ -79,6 +79,8 @@ def test_cvs_parity_a_zero_limit_is_judged_and_a_variance_over_a_zero_average_is
     idle = {"avg_iteration_time_ms": 0.0, "std_iteration_time_us": 0.0}
     (variance,) = _thresholds.check_thresholds(idle, {"max_time_variance_ratio": 0.5})
     assert variance["passed"] is True and variance["skipped"] is True
-    assert variance["reason"] == "max_time_variance_ratio: not judged: the average iteration time is 0 ms (CVS skips it too)"
+    assert variance["reason"] == (
+        "max_time_variance_ratio: not judged: the average iteration time is 0 ms (CVS skips it too)"
+    )
     (unmeasured,) = _thresholds.check_thresholds({}, {"max_time_variance_ratio": 0.5})
     assert unmeasured["passed"] is False  # no value at all: not CVS's zero average, still a failure
