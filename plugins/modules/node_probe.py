@@ -128,10 +128,10 @@ options:
         type: dict
   pyspy:
     description:
-      - The controller's py-spy for the stacks of a hang, handled by the action plugin (never sent to the node):
+      - "The controller's py-spy for the stacks of a hang, handled by the action plugin (never sent to the node):
         a controller path, V(auto) (the one on the controller's C(PATH), if any) or empty (none). The
         plugin asks the node whether it has that very binary (by size, under the lease directory's
-        C(tools/)) and returns C(derived.pyspy) (C(source), C(node_path), C(sha256), C(present), C(note)).
+        C(tools/)) and returns C(derived.pyspy) (C(source), C(node_path), C(sha256), C(present), C(note))."
     type: str
   tools:
     description:

@@ -10,12 +10,16 @@ from __future__ import annotations
 import json
 import re
 import subprocess
+from pathlib import Path
 
 import pytest
 
 pytestmark = pytest.mark.standin
 
 NASTY = "$(touch pwned) `touch pwned2`; touch pwned3 'q' \"dq\""
+
+
+REPO = Path(__file__).resolve().parents[2]
 
 
 def node_traces(cluster, run_id):
@@ -36,6 +40,10 @@ def test_happy_path_completes_on_the_fabric_and_leaves_nothing(standin_cluster, 
     assert proc.returncode == 0, proc.stdout[-3000:]
     assert run["status"] == "COMPLETED"
     assert [n["state"] for n in run["nodes"]] == ["ok"] * len(nodes)
+    # docs/results.md shows docs/samples/run.json as what a run writes: it must keep holding.
+    sample = json.loads((REPO / "docs" / "samples" / "run.json").read_text())
+    assert set(run) == set(sample)
+    assert set(run["nodes"][0]) == set(sample["nodes"][0])
     # Rendezvous on the head's fabric address, with a port picked ON the head.
     assert run["master_addr"] == nodes[0]["vpc_ip"]
     head = nodes[0]["mgmt_ip"]

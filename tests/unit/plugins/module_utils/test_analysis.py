@@ -20,7 +20,7 @@ ROWS = (
     "total_time",
     "total_comm_time",
 )
-# TraceLens gpu_timeline reference figures (ms), ../shared/fixtures/traces/README.md.
+# TraceLens gpu_timeline reference figures (ms), tests/fixtures/traces/README.md.
 LINKED = {
     "mi300/qwen1.5-0.5b-chat.json.gz": (29.74317, 0, 0.00076, 29.74393, 3.38741, 33.13133, 0),
     "mi300/resnet-act-checkpoint.json.gz": (19.23413, 35.28311, 1.58363, 56.10087, 0.41673, 56.51760, 47.20031),
