@@ -129,6 +129,21 @@ def _plots(report: dict) -> list:
     return images
 
 
+def _ranges(ranks) -> str:
+    """Ranks as ranges: [0, 1, 2, 5] -> '0-2, 5'."""
+    out, run = [], []
+    for rank in sorted(ranks):
+        if run and rank == run[-1] + 1:
+            run.append(rank)
+            continue
+        if run:
+            out.append(f"{run[0]}-{run[-1]}" if len(run) > 1 else str(run[0]))
+        run = [rank]
+    if run:
+        out.append(f"{run[0]}-{run[-1]}" if len(run) > 1 else str(run[0]))
+    return ", ".join(out)
+
+
 def _esc(value) -> str:
     return str(value).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace('"', "&quot;")
 
@@ -246,20 +261,42 @@ def render_html(report: dict) -> str:
                 f"<td>{_fmt(s['compute_per_iteration_ms'])}</td><td>{_fmt(s['comm_wait_per_iteration_ms'])}</td></tr>"
             )
         parts.append("</table>")
-        for node in report["slow_nodes"]:
-            parts.append(f"<p class='bad'>Node {_esc(node['node'])} is slow as a whole (ranks {node['ranks']}).</p>")
     else:
         parts.append(f"<p class='ok'>{_esc(test.get('verdict', 'No rank stands out.'))}</p>")
+    # A throttled node slows all its ranks together, so none of them is alone the slowest rank.
+    node_test = test.get("node_test") or {}
+    if report["slow_nodes"]:
+        parts.append(
+            "<table id='slow-nodes'><tr><th>slow node</th><th>ranks</th><th>excess compute</th>"
+            "<th>slowest node in steps</th><th>arrived last</th>"
+            "<th>its compute vs the median node, per step (ms)</th></tr>"
+        )
+        for node in report["slow_nodes"]:
+            steps = ", ".join(
+                f"{s['node_compute_ms']:.1f}/{s['median_node_compute_ms']:.1f}" for s in node.get("per_step", [])[:8]
+            )
+            parts.append(
+                f"<tr class='bad'><td>{_esc(node['node'])}</td><td>{_esc(_ranges(node['ranks']))}</td>"
+                f"<td>{node['excess_ratio'] * 100:.0f}%</td>"
+                f"<td>{node.get('slowest_steps', 0)}/{node.get('steps', 0)} (p={node.get('p_value_steps', 1):.3g})</td>"
+                f"<td>{node.get('last_arrivals', 0)}/{node.get('collectives', 0)} "
+                f"(p={node.get('p_value_arrivals', 1):.3g})</td><td>{_esc(steps)}</td></tr>"
+            )
+        parts.append("</table>")
+    elif node_test.get("verdict"):
+        parts.append(f"<p class='ok'>Nodes: {_esc(node_test['verdict'])}</p>")
     if test:
         parts.append(
             f"<p>Test: a rank is named when being alone the slowest that often, in the profiled steps or at"
             f" the collectives, has under {test.get('alpha', STRAGGLER_ALPHA):.0%} chance from noise across"
             f" {test.get('ranks')} ranks (binomial, Bonferroni), and its compute exceeds the median by more than"
             f" {test.get('threshold', 0) * 100:.0f}%; {test.get('steps')} steps,"
-            f" {test.get('collectives')} collectives.</p>"
+            f" {test.get('collectives')} collectives. A node is named the same way among the"
+            f" {node_test.get('nodes', 0)} nodes, from the median of its ranks: slow as a whole, it has no rank"
+            " slower than its own node's others.</p>"
         )
     if report["missing_ranks"]:
-        parts.append(f"<p class='bad'>Missing ranks: {report['missing_ranks']}</p>")
+        parts.append(f"<p class='bad'>Missing ranks: {_esc(_ranges(report['missing_ranks']))}</p>")
     for error in report["errors"]:
         parts.append(f"<p class='bad'>{_esc(error['error'])}</p>")
     for title, image in _plots(report):

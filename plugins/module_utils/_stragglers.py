@@ -45,6 +45,84 @@ def _p_value(count: int, trials: int, candidates: int) -> float:
     return min(1.0, candidates * _binomial_tail(count, trials, 1 / candidates))
 
 
+def _excess(table: list, medians: list, key) -> float:
+    """The median over rows of (this one's value / the row's median) - 1: how much slower it is."""
+    ratios = [row[key] / m for row, m in zip(table, medians) if m > 0 and key in row]
+    return statistics.median(ratios) - 1.0 if ratios else 0.0
+
+
+def _steps_needed(candidates: int, alpha: float) -> int | None:
+    """The fewest rows in which one of ``candidates`` alone the slowest every time is significant."""
+    return next((n for n in range(1, 64) if candidates * (1 / candidates) ** n < alpha), None)
+
+
+def _node_rows(table: list, members: dict) -> list:
+    """Each row ({rank: value}) as {node: the median of its ranks' values}."""
+    rows = []
+    for row in table:
+        rows.append(
+            {
+                node: statistics.median(row[r] for r in ranks if r in row)
+                for node, ranks in members.items()
+                if any(r in row for r in ranks)
+            }
+        )
+    return rows
+
+
+def slow_nodes_test(table: list, arrivals: list, members: dict, threshold: float, alpha: float) -> tuple:
+    """Nodes slow as a whole: a throttled or misconfigured node slows all its ranks together, so none
+    of them is alone the slowest rank; the node is, among the nodes.
+
+    Per profiled step, each node's value is the median compute of its ranks; the node alone the
+    slowest, by more than ``threshold`` over the step's median node, scores one. Per collective, the
+    node whose ranks wait least (median) arrived last and scores one. Under noise alone each of N
+    nodes is that with chance 1/N: a binomial tail, Bonferroni over the N nodes, named under
+    ``alpha`` when the node's median compute over the steps exceeds the median node's by more than
+    ``threshold``; then the test repeats without it. Each finding carries its per-step evidence."""
+    if len(members) < 2:
+        return [], {"nodes": len(members), "verdict": "not tested: fewer than two nodes"}
+    node_table = _node_rows(table, members)
+    node_arrivals = _node_rows(arrivals, members)
+    medians = [statistics.median(row.values()) for row in node_table]
+    found, remaining = [], set(members)
+    while len(remaining) >= 2:
+        slowest = _slowest_counts(node_table, remaining, True, threshold)
+        last = _slowest_counts(node_arrivals, remaining, False, 0.0)
+        candidates = []
+        for node in remaining:
+            excess = _excess(node_table, medians, node)
+            p_steps = _p_value(slowest.get(node, 0), len(node_table), len(remaining))
+            p_last = _p_value(last.get(node, 0), len(node_arrivals), len(remaining))
+            if excess > threshold and min(p_steps, p_last) < alpha:
+                candidates.append((min(p_steps, p_last), -excess, node, p_steps, p_last, excess))
+        if not candidates:
+            break
+        _p, _e, node, p_steps, p_last, excess = min(candidates)
+        found.append(
+            {
+                "node": node,
+                "ranks": sorted(members[node]),
+                "excess_ratio": excess,
+                "slowest_steps": slowest.get(node, 0),
+                "steps": len(node_table),
+                "p_value_steps": p_steps,
+                "last_arrivals": last.get(node, 0),
+                "collectives": len(node_arrivals),
+                "p_value_arrivals": p_last,
+                # The evidence, step by step: this node's median compute against the median node's.
+                "per_step": [
+                    {"node_compute_ms": row[node], "median_node_compute_ms": m}
+                    for row, m in zip(node_table, medians)
+                    if node in row
+                ][:64],
+            }
+        )
+        remaining.discard(node)
+    test = {"nodes": len(members), "steps_needed": _steps_needed(len(members), alpha)}
+    return found, test
+
+
 def stragglers(ranks: list, threshold: float, evidence: dict | None = None, alpha: float = STRAGGLER_ALPHA) -> tuple:
     """Ranks that hold the others back, most certain first; nodes slow as a whole; the test's record.
 
@@ -53,8 +131,10 @@ def stragglers(ranks: list, threshold: float, evidence: dict | None = None, alph
     rank), the rank that waits least arrived last and scores one. Under noise alone each of N ranks
     is the slowest with chance 1/N, so k of n is a binomial tail, Bonferroni-corrected over the N
     ranks: noise names somebody with chance below ``alpha``. A rank is named when either count is
-    that unlikely and its median compute exceeds the others' by more than ``threshold``; then the
-    test repeats without it (step-down), so several stragglers are found one by one.
+    that unlikely and its median compute exceeds the others' by more than ``threshold`` and, on a
+    node with other ranks, its node's other ranks' by as much (a rank of a node that is slow as a
+    whole is that node's finding, not its own); then the test repeats without it (step-down), so
+    several stragglers are found one by one. Nodes slow as a whole: ``slow_nodes_test``.
     """
     evidence = evidence or {}
     by_rank = {r["rank"]: r for r in ranks}
@@ -65,22 +145,34 @@ def stragglers(ranks: list, threshold: float, evidence: dict | None = None, alph
     test: dict = {"alpha": alpha, "threshold": threshold, "ranks": len(steps), "steps": 0, "collectives": 0}
     if len(steps) < 2:
         test["verdict"] = "not tested: fewer than two ranks with profiled steps"
+        test["node_test"] = {"verdict": "not tested: fewer than two ranks with profiled steps"}
         return [], [], test
     count = len(steps)
     common = sorted(set.intersection(*(set(v) for v in steps.values())))
     table = [{r: steps[r][k] for r in steps} for k in common]
     # A step that barely ran (the profiler's closing step) is no evidence.
-    typical = statistics.median(statistics.median(row.values()) for row in table) if table else 0.0
-    table = [row for row in table if typical > 0 and statistics.median(row.values()) >= 0.05 * typical]
+    medians = [statistics.median(row.values()) for row in table]
+    typical = statistics.median(medians) if table else 0.0
+    kept = [i for i, m in enumerate(medians) if typical > 0 and m >= 0.05 * typical]
+    table, medians = [table[i] for i in kept], [medians[i] for i in kept]
     waits = {r: (evidence[r].get("collective_ms") or []) for r in steps}
     n_coll = min(len(w) for w in waits.values())
     arrivals = [{r: waits[r][i] for r in steps} for i in range(n_coll)]
-    need = next((n for n in range(1, 64) if count * (1 / count) ** n < alpha), None)
+    need = _steps_needed(count, alpha)
     test.update(steps=len(table), collectives=n_coll, steps_needed=need)
-    excess = {}
+    members: dict = {}
     for rank in steps:
-        ratios = [row[rank] / statistics.median(row.values()) for row in table if statistics.median(row.values()) > 0]
-        excess[rank] = statistics.median(ratios) - 1.0 if ratios else 0.0
+        members.setdefault(by_rank[rank]["node"], []).append(rank)
+    excess = {rank: _excess(table, medians, rank) for rank in steps}
+    # Against the rank's own node: the median of the node's other ranks, step by step.
+    peers = {}
+    for node_ranks in members.values():
+        if len(node_ranks) < 2:
+            continue
+        for rank in node_ranks:
+            others = [r for r in node_ranks if r != rank]
+            ratios = [row[rank] / m for row in table if (m := statistics.median(row[r] for r in others)) > 0]
+            peers[rank] = statistics.median(ratios) - 1.0 if ratios else 0.0
     compute_median = statistics.median(r.get("compute_per_iteration_ms") or 0 for r in ranks)
     wait_median = statistics.median(r.get("comm_wait_per_iteration_ms") or 0 for r in ranks)
     slow, remaining = [], set(steps)
@@ -88,10 +180,12 @@ def stragglers(ranks: list, threshold: float, evidence: dict | None = None, alph
         slow_steps = _slowest_counts(table, remaining, True, threshold)
         last = _slowest_counts(arrivals, remaining, False, 0.0)
         candidates = []
-        for rank in remaining:
+        for rank in slow_steps.keys() | last.keys():
+            if excess[rank] <= threshold or peers.get(rank, excess[rank]) <= threshold:
+                continue
             p_steps = _p_value(slow_steps.get(rank, 0), len(table), len(remaining))
             p_last = _p_value(last.get(rank, 0), n_coll, len(remaining))
-            if excess[rank] > threshold and min(p_steps, p_last) < alpha:
+            if min(p_steps, p_last) < alpha:
                 candidates.append((min(p_steps, p_last), -excess[rank], rank, p_steps, p_last))
         if not candidates:
             break
@@ -102,6 +196,7 @@ def stragglers(ranks: list, threshold: float, evidence: dict | None = None, alph
                 "rank": rank,
                 "node": r["node"],
                 "excess_ratio": excess[rank],
+                "excess_over_node_ratio": peers.get(rank),
                 "slowest_steps": slow_steps.get(rank, 0),
                 "steps": len(table),
                 "p_value_steps": p_steps,
@@ -112,9 +207,12 @@ def stragglers(ranks: list, threshold: float, evidence: dict | None = None, alph
                 "median_compute_per_iteration_ms": compute_median,
                 "comm_wait_per_iteration_ms": r.get("comm_wait_per_iteration_ms"),
                 "median_comm_wait_per_iteration_ms": wait_median,
+                "per_step": [{"compute_ms": row[rank], "median_compute_ms": m} for row, m in zip(table, medians)][:64],
             }
         )
         remaining.discard(rank)
+    slow_nodes, node_test = slow_nodes_test(table, arrivals, members, threshold, alpha)
+    node_need = node_test.get("steps_needed")
     if slow:
         test["verdict"] = f"{len(slow)} straggler(s) at {alpha:.0%} significance"
     elif need is not None and len(table) < need and n_coll < need:
@@ -124,20 +222,16 @@ def stragglers(ranks: list, threshold: float, evidence: dict | None = None, alph
         )
     else:
         test["verdict"] = "none stands out"
-    slow_ranks = {s["rank"] for s in slow}
-    by_node: dict = {}
-    for r in ranks:
-        if r["rank"] in steps:
-            by_node.setdefault(r["node"], []).append(r["rank"])
-    slow_nodes = []
-    if len(by_node) > 1:
-        for node, members in sorted(by_node.items()):
-            if all(m in slow_ranks for m in members):
-                slow_nodes.append(
-                    {
-                        "node": node,
-                        "ranks": sorted(members),
-                        "excess_ratio": statistics.median(s["excess_ratio"] for s in slow if s["rank"] in members),
-                    }
-                )
+    if slow_nodes:
+        node_test["verdict"] = f"{len(slow_nodes)} slow node(s) at {alpha:.0%} significance"
+    elif len(members) < 2:
+        pass  # slow_nodes_test said why
+    elif node_need is not None and len(table) < node_need and n_coll < node_need:
+        node_test["verdict"] = (
+            f"no node stands out; {len(table)} profiled steps cannot show one at {alpha:.0%} "
+            f"significance with {len(members)} nodes (profile at least {node_need} steps)"
+        )
+    else:
+        node_test["verdict"] = "no node stands out"
+    test["node_test"] = node_test
     return slow, slow_nodes, test

@@ -4,6 +4,7 @@ profiled steps can show."""
 
 from __future__ import annotations
 
+import random
 from pathlib import Path
 
 import pytest
@@ -42,3 +43,77 @@ def test_two_profiled_steps_cannot_name_anyone_and_the_report_says_why(tmp_path)
     evidence = {r: {"step_compute_ms": [[k, 5.0 * (2 if r == 3 else 1)] for k in range(4)]} for r in range(4)}
     slow, _nodes, test = _stragglers.stragglers(ranks, 0.1, evidence)
     assert [s["rank"] for s in slow] == [3] and slow[0]["p_value_steps"] == pytest.approx(4 * 0.25**4)
+
+
+def synthetic(nodes: int, seed: int, slow_node=None, slow_rank=None, factor=1.3, steps=6, per_node=8, noise=0.03):
+    """Synchronous data-parallel steps: each rank computes ~100 ms with ``noise`` (relative, per rank
+    and step), every rank of ``slow_node`` (or rank ``slow_rank`` alone) ``factor`` times longer;
+    at each step's collective every rank waits for the last to arrive, so the late ones wait least."""
+    rng = random.Random(seed)
+    ranks, evidence = [], {}
+    world = nodes * per_node
+    for rank in range(world):
+        ranks.append({"rank": rank, "node": f"node-{rank // per_node:04d}", "compute_per_iteration_ms": 100.0})
+        evidence[rank] = {"step_compute_ms": [], "collective_ms": []}
+    for step in range(steps):
+        compute = {}
+        for rank in range(world):
+            slow = rank // per_node == slow_node or rank == slow_rank
+            compute[rank] = 100.0 * (factor if slow else 1.0) * (1.0 + rng.gauss(0.0, noise))
+        arrival = max(compute.values())
+        for rank in range(world):
+            evidence[rank]["step_compute_ms"].append([step, compute[rank]])
+            evidence[rank]["collective_ms"].append(arrival - compute[rank] + 5.0 + rng.uniform(0.0, 0.2))
+    return ranks, evidence
+
+
+@pytest.mark.parametrize("nodes", [8, 128, 1024])
+def test_a_node_whose_every_rank_computes_longer_is_named_with_its_evidence(nodes):
+    """64, 1024 and 8192 ranks: no rank of a throttled node is alone the slowest, the node is."""
+    ranks, evidence = synthetic(nodes, seed=nodes, slow_node=nodes // 3)
+    slow, slow_nodes, test = _stragglers.stragglers(ranks, 0.1, evidence)
+    (found,) = slow_nodes
+    assert found["node"] == f"node-{nodes // 3:04d}" and found["ranks"] == list(
+        range(nodes // 3 * 8, nodes // 3 * 8 + 8)
+    )
+    assert found["excess_ratio"] == pytest.approx(0.3, abs=0.05)
+    assert min(found["p_value_steps"], found["p_value_arrivals"]) < test["alpha"]
+    assert len(found["per_step"]) == 6
+    assert all(s["node_compute_ms"] > 1.2 * s["median_node_compute_ms"] for s in found["per_step"])
+    assert slow == []  # its ranks are no slower than their node's other ranks: the node's finding
+    assert test["node_test"]["verdict"] == "1 slow node(s) at 5% significance"
+
+
+@pytest.mark.parametrize("nodes", [8, 128, 1024])
+def test_a_rank_slower_than_its_node_and_the_rest_is_named_with_its_node(nodes):
+    ranks, evidence = synthetic(nodes, seed=7 * nodes, slow_rank=nodes * 8 // 2 + 3, factor=1.5)
+    slow, slow_nodes, _test = _stragglers.stragglers(ranks, 0.1, evidence)
+    assert [s["rank"] for s in slow] == [nodes * 8 // 2 + 3]
+    assert slow[0]["node"] == f"node-{nodes // 2:04d}" and slow[0]["excess_over_node_ratio"] > 0.4
+    assert slow_nodes == []  # one slow rank of eight does not make its node slow
+
+
+def test_healthy_synthetic_sets_name_nobody_in_100_seeds():
+    named = []
+    for seed in range(100):
+        ranks, evidence = synthetic(8, seed=1000 + seed)
+        slow, slow_nodes, test = _stragglers.stragglers(ranks, 0.1, evidence)
+        if slow or slow_nodes:
+            named.append((seed, slow, slow_nodes))
+    assert named == []
+    assert test["verdict"] == "none stands out" and test["node_test"]["verdict"] == "no node stands out"
+
+
+@pytest.mark.parametrize("nodes", [128, 1024])
+def test_healthy_large_synthetic_sets_name_nobody(nodes):
+    for seed in range(3):
+        ranks, evidence = synthetic(nodes, seed=seed, noise=0.05)
+        slow, slow_nodes, _test = _stragglers.stragglers(ranks, 0.1, evidence)
+        assert (slow, slow_nodes) == ([], [])
+
+
+def test_too_few_steps_to_name_a_node_says_how_many_it_would_take():
+    ranks, evidence = synthetic(2, seed=3, slow_node=1, steps=2, per_node=4)
+    _slow, slow_nodes, test = _stragglers.stragglers(ranks, 0.1, evidence)
+    # Two nodes: alone the slower in 2 of 2 steps is 2 x (1/2)^2 = 50% by chance alone.
+    assert slow_nodes == [] and "profile at least 6 steps" in test["node_test"]["verdict"]
