@@ -157,7 +157,15 @@ performance:
   returned: always
   type: dict
 stragglers:
-  description: Suspected straggler ranks, worst first, each with C(rank) and C(node).
+  description: Suspected straggler ranks, worst first, each with C(rank) and C(node), slower than the median
+    rank and than their own node's other ranks, with the test's evidence.
+  returned: always
+  type: list
+  elements: dict
+slow_nodes:
+  description: Nodes slow as a whole (all their ranks compute longer, so no rank of theirs stands out), most
+    certain first, each with C(node), C(ranks), C(excess_ratio), the test's counts and p-values, and
+    C(per_step) (the node's median compute against the median node's).
   returned: always
   type: list
   elements: dict
