@@ -29,6 +29,7 @@ from concurrent.futures import ProcessPoolExecutor
 
 from ansible_collections.aorta.cluster.plugins.module_utils import _timeline
 from ansible_collections.aorta.cluster.plugins.module_utils._decode import (
+    NotATrace,
     OutlineGuessWrong,
     TraceFileError,
     load,
@@ -160,6 +161,8 @@ def _metrics(path: str, include_unlinked_kernels: bool, exact: bool) -> dict:
                 elif event.ph == "f":
                     flow_end[event.id] = (event.pid, event.tid)
 
+    if not event_count:
+        raise NotATrace(f"{path}: not a profiler trace (traceEvents holds no event), skipped")
     comp: list = []
     comm: list = []
     memcpy: list = []
@@ -386,6 +389,8 @@ def safe_analyse(path: str, include_unlinked_kernels: bool = False) -> dict:
     never stops the others."""
     try:
         return analyse(path, include_unlinked_kernels)
+    except NotATrace as exc:
+        return {"file": path, "skipped": str(exc)}
     except TraceFileError as exc:
         return {"file": path, "error": str(exc)}
     except (ValueError, TypeError, KeyError, OverflowError, AttributeError, RecursionError, MemoryError) as exc:

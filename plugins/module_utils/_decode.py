@@ -29,6 +29,11 @@ class TraceFileError(Exception):
     """One trace file cannot be analysed; the message names the file and says why."""
 
 
+class NotATrace(TraceFileError):
+    """A JSON file that holds no profiler trace (no ``traceEvents``, or none in it): skipped and
+    named, never taken for a rank."""
+
+
 class OutlineGuessWrong(Exception):
     """The quick outline guessed the end of ``traceEvents`` wrong (an array follows it in the
     file); decode again with ``load(path, exact=True)``."""
@@ -115,6 +120,7 @@ else:  # pragma: no cover - the standard-library path decodes every field up fro
 _CHUNK_BYTES = 1 << 20  # about 1 MB of events decoded at a time: they are used while still in cache
 
 
+_KINETO_KEYS = (b'"schemaVersion"', b'"distributedInfo"', b'"deviceProperties"', b'"baseTimeNanoseconds"')
 _POPULATE = getattr(mmap, "MAP_POPULATE", 0)  # Linux: the kernel maps every page in one call
 _NOT_BLANK = re.compile(rb"\S")
 
@@ -154,6 +160,11 @@ def load(path: str, exact: bool = False):
     data = _read(path)
     if not data or not _NOT_BLANK.search(data):  # stops at the first other byte; strip() copies the file
         raise TraceFileError(f"{path}: empty file")
+    if data.find(b'"traceEvents"') < 0:
+        # A trace cut short before its events still has Kineto's keys: that one is an error.
+        if any(data.find(key) >= 0 for key in _KINETO_KEYS):
+            raise TraceFileError(f"{path}: not a Kineto trace: it has no traceEvents (cut short?)")
+        raise NotATrace(f"{path}: not a profiler trace (no traceEvents), skipped")
     if msgspec is not None:
         quick = None if exact else _quick_outline(data)
         if quick is not None:

@@ -230,6 +230,8 @@ def render_html(report: dict) -> str:
         f"<h1>Aorta benchmark report</h1><p>Status: <b>{_esc(report['status'])}</b> &middot; "
         f"{report['cluster']['nodes']} nodes &middot; {len(report['per_rank_summary'])} ranks analysed &middot; "
         f"counting: {_esc(report['counting'])}</p>",
+        "".join(f"<p class='bad' id='warning'>Warning: {_esc(w)}</p>" for w in report.get("warnings") or []),
+        f"<p class='bad' id='no-trace'>{_esc(report['no_trace'])}</p>" if report.get("no_trace") else "",
         _why_html(report.get("diagnosis")),
         _baseline_html(report.get("baseline")),
         "".join(f"<p class='bad'>{_esc(note)}</p>" for note in (report.get("tools") or {}).get("notes", [])),
@@ -298,7 +300,14 @@ def render_html(report: dict) -> str:
     if report["missing_ranks"]:
         parts.append(f"<p class='bad'>Missing ranks: {_esc(_ranges(report['missing_ranks']))}</p>")
     for error in report["errors"]:
-        parts.append(f"<p class='bad'>{_esc(error['error'])}</p>")
+        if error["error"] != report.get("no_trace"):  # said at the top
+            parts.append(f"<p class='bad'>{_esc(error['error'])}</p>")
+    skipped = report.get("skipped_files") or []
+    if skipped:
+        shown = ", ".join(_esc(s["file"]) for s in skipped[:5]) + (
+            f" and {len(skipped) - 5} more" if len(skipped) > 5 else ""
+        )
+        parts.append(f"<p>Skipped, not profiler traces: {shown}</p>")
     for title, image in _plots(report):
         parts.append(f"<h2>{_esc(title)}</h2><img alt='{_esc(title)}' src='data:image/png;base64,{image}'>")
     parts.append("<h2>Per rank</h2><table><tr>" + "".join(f"<th>{c}</th>" for c in CSV_COLUMNS) + "</tr>")

@@ -44,6 +44,18 @@ def _node_of(path: str, traces_dir: str, names: dict) -> str:
     return os.path.dirname(rel) or "."
 
 
+def _no_trace(traces_dir: str, skipped: list, errors: list, from_summaries: bool) -> str:
+    """The one line for a report with nothing to report on, naming the folder and what was there."""
+    where = "the nodes' summaries" if from_summaries else traces_dir
+    found = []
+    if skipped:
+        found.append(f"{len(skipped)} JSON file(s) that are not profiler traces, e.g. {skipped[0]['file']}")
+    if errors:
+        found.append(f"{len(errors)} unreadable: {errors[0]['error']}")
+    detail = f" ({'; '.join(found)})" if found else " (no *.json or *.json.gz file)"
+    return f"aorta_traces_dir: no trace found in {where}{detail}"
+
+
 def _mean(values):
     values = [v for v in values if v is not None]
     return statistics.fmean(values) if values else None
@@ -67,9 +79,19 @@ def build_report(
     if summaries is None and not os.path.isdir(traces_dir):
         raise ReportError(f"aorta_traces_dir: {traces_dir} is not a directory")
     names = _node_names(traces_dir) if os.path.isdir(traces_dir) else {}
+    summaries_given = summaries is not None
     if summaries is None:
         summaries = analyse_all(find_traces(traces_dir), include_unlinked_kernels, max_workers)
     errors = [{"file": s["file"], "error": s["error"]} for s in summaries if "error" in s]
+    skipped = [{"file": s["file"], "reason": s["skipped"]} for s in summaries if "skipped" in s]
+    summaries = [s for s in summaries if "skipped" not in s]
+    # Said, never a report of zeros: a bare folder's report fails with this line (run_task); after
+    # a run, the report still says why it stopped, with this line among its errors.
+    no_trace = (
+        "" if [s for s in summaries if "error" not in s] else _no_trace(traces_dir, skipped, errors, summaries_given)
+    )
+    if no_trace:
+        errors.append({"file": traces_dir, "error": no_trace})
     ranks, seen, duplicates, unranked = [], set(), [], []
     # id(row) -> the summary it came from: its per-step evidence and timeline part stay out of the
     # report (8 ranks x 4096 steps per node adds up) but feed the straggler test and timeline.json.
@@ -95,6 +117,17 @@ def build_report(
         only = unranked.pop()
         ranks, seen = [dict(only, rank=0, single_process=True)], {0}
         source[id(ranks[0])] = source[id(only)]
+    sizes: dict = {}
+    for s in summaries:
+        if "error" not in s and s.get("world_size"):
+            sizes[s["world_size"]] = sizes.get(s["world_size"], 0) + 1
+    warnings = []
+    if len(sizes) > 1:
+        # Traces of more than one run in one folder: their ranks would be mixed into one report.
+        warnings.append(
+            "traces of more than one run: world size "
+            + " and ".join(f"{size} ({count} traces)" for size, count in sorted(sizes.items()))
+        )
     world = expected_ranks or max([s.get("world_size") or 0 for s in summaries if "error" not in s] + [len(ranks)])
     missing = [r for r in range(world) if r not in seen]
     nodes = sorted({r["node"] for r in ranks})
@@ -142,6 +175,9 @@ def build_report(
         "slow_nodes": slow_nodes,
         "missing_ranks": missing,
         "duplicate_rank_files": duplicates,
+        "skipped_files": skipped,
+        "warnings": warnings,
+        "no_trace": no_trace,
         "errors": errors,
         "counting": "include_unlinked_kernels" if include_unlinked_kernels else "linked_kernels (TraceLens default)",
     }
@@ -210,6 +246,8 @@ def run_task(p: dict, check_mode: bool = False) -> tuple:
         )
     except ReportError as exc:
         return {"changed": False}, str(exc)
+    if report["no_trace"] and not p.get("diagnosis"):
+        return {"changed": False, "status": "failed", "skipped_files": report["skipped_files"]}, report["no_trace"]
     if p.get("diagnosis"):
         report["diagnosis"] = p["diagnosis"]
     if p.get("baseline"):
@@ -227,6 +265,8 @@ def run_task(p: dict, check_mode: bool = False) -> tuple:
         "validation": report["validation"],
         "missing_ranks": report["missing_ranks"],
         "errors": report["errors"],
+        "warnings": report["warnings"],
+        "skipped_files": report["skipped_files"],
         "tools": report["tools"],
         "baseline": report.get("baseline"),
     }

@@ -180,7 +180,21 @@ missing_ranks:
   type: list
   elements: int
 errors:
-  description: Files that could not be analysed, each with the reason.
+  description: Files that could not be analysed, each with the reason; with no trace at all after a run,
+    the line saying so. On a folder without any trace (and no run's diagnosis) the task fails with that
+    line instead of writing a report of zeros.
+  returned: always
+  type: list
+  elements: dict
+warnings:
+  description: What makes the report doubtful though it was written, such as traces of more than one run
+    (two world sizes, each named with its count of traces).
+  returned: when a report was built
+  type: list
+  elements: str
+skipped_files:
+  description: JSON files that hold no profiler trace (no C(traceEvents), or none in it), each with
+    C(file) and C(reason); never taken for a rank.
   returned: always
   type: list
   elements: dict

@@ -144,9 +144,9 @@ def test_cpu_only_trace_gives_iteration_and_communication_metrics(fixtures_dir):
             b'{"traceEvents": [{"ph": "X", "cat": "kernel", "ts": 1' + b"9" * 400 + b', "dur": 1}]}',
             "not a Kineto trace",
         ),
-        (b"[1, 2, 3]", "not a Kineto trace"),
+        (b'{"traceEvents": {"a": 1}}', "not a Kineto trace"),
     ],
-    ids=["empty", "truncated", "non-utf8", "huge-integer", "not-an-object"],
+    ids=["empty", "truncated", "non-utf8", "huge-integer", "events-not-an-array"],
 )
 def test_bad_files_give_one_clear_error_naming_the_file(tmp_path, content, words):
     path = tmp_path / "bad.json"

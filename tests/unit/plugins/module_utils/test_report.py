@@ -40,3 +40,60 @@ def test_each_multi_rank_set_is_ranked_from_its_distributed_info(tmp_path, fixtu
         own[info["rank"]] = f"trace-{i}.json.gz"
     assert ranks == own and len(ranks) == len(sources)
     assert report["missing_ranks"] == [r for r in range(world) if r not in own]
+
+
+def _task(traces_dir, **extra):
+    params = {name: spec.get("default") for name, spec in _report.TASK_ARGUMENT_SPEC.items()}
+    params.update(traces_dir=str(traces_dir), report_dir=str(traces_dir), **extra)
+    return _report.run_task(params)
+
+
+def test_an_empty_folder_or_one_without_a_trace_fails_with_one_line_naming_it(tmp_path):
+    (tmp_path / "empty").mkdir()
+    result, failure = _task(tmp_path / "empty")
+    assert failure == f"aorta_traces_dir: no trace found in {tmp_path / 'empty'} (no *.json or *.json.gz file)"
+    assert not (tmp_path / "empty" / "report.html").exists()
+    (tmp_path / "other").mkdir()
+    (tmp_path / "other" / "rank0.json").write_text('{"a": 1}')
+    result, failure = _task(tmp_path / "other")
+    assert failure.startswith(f"aorta_traces_dir: no trace found in {tmp_path / 'other'} (1 JSON file(s) that are")
+    assert result["skipped_files"][0]["file"] == str(tmp_path / "other" / "rank0.json")
+
+
+def test_after_a_run_without_traces_the_report_still_says_why_it_stopped(tmp_path):
+    (tmp_path / "t").mkdir()
+    result, failure = _task(tmp_path / "t", diagnosis={"summary": "TIMEOUT: rank 3 behind", "kind": "hang"})
+    assert failure == ""
+    assert "no trace found" in (tmp_path / "t" / "report.html").read_text()
+    assert result["status"] == "failed"
+
+
+def test_a_json_without_trace_events_is_skipped_and_named_not_taken_for_a_rank(tmp_path, combined_tree):
+    root = combined_tree(tmp_path, [50, 50, 50, 50], bad_file=False)
+    (root / "node_0" / "notes.json").write_text('{"a": 1}')
+    report = _report.build_report(str(root))
+    assert [r["rank"] for r in report["per_rank_summary"]] == [0, 1, 2, 3]
+    assert report["skipped_files"] == [
+        {
+            "file": str(root / "node_0" / "notes.json"),
+            "reason": f"{root / 'node_0' / 'notes.json'}: not a profiler trace (no traceEvents), skipped",
+        }
+    ]
+    assert report["errors"] == [] and report["status"] == "completed"
+
+
+def test_traces_of_two_runs_are_warned_naming_both_world_sizes_and_missing_ranks_read_as_ranges(
+    tmp_path, combined_tree
+):
+    root = combined_tree(tmp_path, [50, 50, 50, 50], bad_file=False)
+    other = combined_tree(tmp_path / "b", [50] * 300, ranks_per_node=150, bad_file=False, drop=range(2, 300))
+    for path in other.rglob("trace.json.gz"):
+        target = root / "node_9" / path.relative_to(other / path.relative_to(other).parts[0])
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(path.read_bytes())
+    report = _report.build_report(str(root))
+    assert report["warnings"] == ["traces of more than one run: world size 4 (4 traces) and 300 (2 traces)"]
+    assert report["missing_ranks"] == list(range(4, 300))
+    html = _render.render_html(report)
+    assert "Warning: traces of more than one run: world size 4 (4 traces) and 300 (2 traces)" in html
+    assert "Missing ranks: 4-299" in html
