@@ -131,7 +131,8 @@ def _plots(report: dict) -> list:
 
 def _ranges(ranks) -> str:
     """Ranks as ranges: [0, 1, 2, 5] -> '0-2, 5'."""
-    out, run = [], []
+    out: list = []
+    run: list = []
     for rank in sorted(ranks):
         if run and rank == run[-1] + 1:
             run.append(rank)
