@@ -42,6 +42,7 @@ from ansible_collections.aorta.cluster.plugins.module_utils._intervals import (
     subtract,
     union,
 )
+from ansible_collections.aorta.cluster.plugins.module_utils._layout import aorta_pairs
 
 GPU_CATS = ("kernel", "gpu_memcpy", "gpu_memset")
 LAUNCH_CATS = ("cuda_runtime", "cuda_driver")
@@ -410,9 +411,15 @@ def find_traces(root: str) -> list:
 
 
 def analyse_all(paths, include_unlinked_kernels=False, max_workers=None) -> list:
-    """Per-file summaries, in a bounded process pool (files are independent; decoding is CPU-bound)."""
-    workers = max(1, min(max_workers or os.cpu_count() or 1, len(paths) or 1))
+    """Per-file summaries, in a bounded process pool (files are independent; decoding is CPU-bound).
+
+    The TensorBoard copy of Aorta's pair (_layout.aorta_pairs) is not analysed again: its summary
+    is ``{"file", "paired_with"}``, the Chrome trace of the same window."""
+    pairs = aorta_pairs(paths)
+    todo = [p for p in paths if p not in pairs]
+    paired = [{"file": copy, "paired_with": chrome} for copy, chrome in sorted(pairs.items())]
+    workers = max(1, min(max_workers or os.cpu_count() or 1, len(todo) or 1))
     if workers == 1:
-        return [safe_analyse(p, include_unlinked_kernels) for p in paths]
+        return [safe_analyse(p, include_unlinked_kernels) for p in todo] + paired
     with ProcessPoolExecutor(max_workers=workers) as pool:
-        return list(pool.map(safe_analyse, paths, [include_unlinked_kernels] * len(paths)))
+        return list(pool.map(safe_analyse, todo, [include_unlinked_kernels] * len(todo))) + paired

@@ -303,6 +303,14 @@ def render_html(report: dict) -> str:
     for error in report["errors"]:
         if error["error"] != report.get("no_trace"):  # said at the top
             parts.append(f"<p class='bad'>{_esc(error['error'])}</p>")
+    paired = report.get("paired_files") or []
+    if paired:
+        parts.append(
+            f"<p id='paired'>{len(paired)} rank profile(s) were written twice by Aorta (TensorBoard's "
+            "*.pt.trace.json and the Chrome trace of the same window: profiling.tensorboard and chrome_trace "
+            "both on); each window is analysed once, from the Chrome trace. Set profiling.tensorboard=false "
+            "in aorta_training_overrides to halve what is collected.</p>"
+        )
     skipped = report.get("skipped_files") or []
     if skipped:
         shown = ", ".join(_esc(s["file"]) for s in skipped[:5]) + (

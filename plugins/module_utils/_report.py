@@ -84,7 +84,8 @@ def build_report(
         summaries = analyse_all(find_traces(traces_dir), include_unlinked_kernels, max_workers)
     errors = [{"file": s["file"], "error": s["error"]} for s in summaries if "error" in s]
     skipped = [{"file": s["file"], "reason": s["skipped"]} for s in summaries if "skipped" in s]
-    summaries = [s for s in summaries if "skipped" not in s]
+    paired = [{"file": s["file"], "paired_with": s["paired_with"]} for s in summaries if "paired_with" in s]
+    summaries = [s for s in summaries if "skipped" not in s and "paired_with" not in s]
     # Said, never a report of zeros: a bare folder's report fails with this line (run_task); after
     # a run, the report still says why it stopped, with this line among its errors.
     no_trace = (
@@ -176,6 +177,8 @@ def build_report(
         "missing_ranks": missing,
         "duplicate_rank_files": duplicates,
         "skipped_files": skipped,
+        # Aorta's pair (TensorBoard and Chrome trace of one window): each window analysed once.
+        "paired_files": paired,
         "warnings": warnings,
         "no_trace": no_trace,
         "errors": errors,

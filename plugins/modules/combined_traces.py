@@ -126,6 +126,11 @@ manifest:
       description: Expected ranks found in no trace.
       type: list
       elements: int
+    aorta_pairs:
+      description: Aorta's TensorBoard copy of a rank's profiler window (C(*.pt.trace.json)) and the Chrome
+        trace of the same window beside it (C(profiling.tensorboard) and C(chrome_trace) both on); the copy
+        does not count as a second file of the rank.
+      type: dict
     nodes:
       description:
         - Per node, its rank, name, addresses, state, whether it was collected, the error, and
@@ -156,6 +161,7 @@ import uuid
 
 from ansible.module_utils.basic import AnsibleModule
 
+from ansible_collections.aorta.cluster.plugins.module_utils._layout import aorta_pairs
 from ansible_collections.aorta.cluster.plugins.module_utils._traces import (
     TraceError,
     distributed_ranks,
@@ -224,8 +230,13 @@ def collect_node(node, staging, run_command):
 
 def build_manifest(params, entries):
     found = {}
+    pairs = {}
     for entry in entries:
+        node_pairs = aorta_pairs([item["path"] for item in entry["files"]])
+        pairs.update({f"node_{entry['rank']}/{a}": f"node_{entry['rank']}/{b}" for a, b in node_pairs.items()})
         for item in entry["files"]:
+            if item["path"] in node_pairs:
+                continue  # Aorta's TensorBoard copy of the same window: not a second file of the rank
             for rank in item["ranks"]:
                 found.setdefault(rank, []).append(f"node_{entry['rank']}/{item['path']}")
     expected = list(range(params["expected_ranks"]))
@@ -235,6 +246,7 @@ def build_manifest(params, entries):
         "found_ranks": sorted(found),
         "missing_ranks": [r for r in expected if r not in found],
         "ranks_in_several_files": {str(r): paths for r, paths in sorted(found.items()) if len(paths) > 1},
+        "aorta_pairs": pairs,
         "unreachable_nodes": [
             e["name"] for e in entries if e["state"] == "unreachable" or (e["error"] or "").startswith("unreachable")
         ],

@@ -7,7 +7,10 @@ Aorta itself refuses to start without a GPU. This stand-in lets the collection b
   train.py --config FILE.yaml [--override k=v ...] [--enable-rocm-metrics]
 
 Writes, under training.output_dir (relative to the working directory):
-  torch_profiler/rank<global_rank>/trace.json  (or trace_step<N>.json when active>1 or repeat!=1)
+  torch_profiler/rank<global_rank>/trace.json  (or trace_step<N>.json when active>1 or repeat!=1;
+      profiling.chrome_trace, default true) and, with profiling.tensorboard (default false; the
+      stand-in config sets both, as Aorta's config/distributed.yaml does), the same window again as
+      <host>_<pid>.<time_ns>.pt.trace.json, the pair real Aorta writes
   rank<r>.log, rank_<rr>_metrics.jsonl
 
 SIGTERM/SIGINT stop it after the current step; the trace is still exported.
@@ -223,12 +226,23 @@ def main(argv=None) -> int:
             fail_step = int(standin.get("fail_step", 1))
             if standin.get("fail_rank") is not None and int(standin["fail_rank"]) == rank and step >= fail_step:
                 raise RuntimeError(f"stand-in fault: rank {rank} fails after step {step}")
-    name = f"{stem}{ext}" if active == 1 and repeat == 1 else f"{stem}_step{profiler.step_num}{ext}"
-    try:
-        profiler.export_chrome_trace(str(trace_dir / name))
-        log.info("Exported chrome trace to %s", trace_dir / name)
-    except (RuntimeError, AssertionError, AttributeError) as exc:  # stopped before the active window
-        log.warning("no trace exported: %s", exc)
+    # As Aorta's fsdp_trainer.py does after its loop: TensorBoard's file, then the Chrome trace, both
+    # from the same profiler (profiling.tensorboard default false, chrome_trace default true;
+    # Aorta's config/distributed.yaml and the stand-in's config turn both on: the pair).
+    if bool(profiling.get("tensorboard", False)):
+        try:
+            torch.profiler.tensorboard_trace_handler(str(trace_dir))(profiler)  # <host>_<pid>.<ns>.pt.trace.json
+        except (RuntimeError, AssertionError, AttributeError) as exc:  # stopped before the active window
+            log.warning("TensorBoard trace export failed: %s", exc)
+    if bool(profiling.get("chrome_trace", True)):
+        if not ext:
+            ext = ".json"
+        name = f"{stem}{ext}" if active == 1 and repeat == 1 else f"{stem}_step{profiler.step_num}{ext}"
+        try:
+            profiler.export_chrome_trace(str(trace_dir / name))
+            log.info("Exported chrome trace to %s", trace_dir / name)
+        except (RuntimeError, AssertionError, AttributeError) as exc:  # stopped before the active window
+            log.warning("no trace exported: %s", exc)
     log.info("done | rank=%d steps=%d stopped_by_signal=%s", rank, step, STOP["requested"])
     if not STOP["requested"]:
         dist.barrier()

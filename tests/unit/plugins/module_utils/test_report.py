@@ -97,3 +97,20 @@ def test_traces_of_two_runs_are_warned_naming_both_world_sizes_and_missing_ranks
     html = _render.render_html(report)
     assert "Warning: traces of more than one run: world size 4 (4 traces) and 300 (2 traces)" in html
     assert "Missing ranks: 4-299" in html
+
+
+def test_aortas_pair_is_analysed_once_and_said_once(tmp_path, combined_tree):
+    """profiling.tensorboard and chrome_trace both on: each rank directory holds the same window as
+    <host>_<pid>.<ns>.pt.trace.json and trace.json. Each rank counts once; the copy is not analysed."""
+    root = combined_tree(tmp_path, [50, 50, 50, 50], bad_file=False)
+    for trace in sorted(root.rglob("trace.json.gz")):
+        (trace.parent / f"host-a_{4000 + len(trace.parent.name)}.1758927066581847260.pt.trace.json").write_bytes(
+            gzip.decompress(trace.read_bytes())
+        )
+    report = _report.build_report(str(root), max_workers=1)
+    assert [r["rank"] for r in report["per_rank_summary"]] == [0, 1, 2, 3]
+    assert all(r["file"].endswith("trace.json.gz") for r in report["per_rank_summary"])
+    assert len(report["paired_files"]) == 4 and report["duplicate_rank_files"] == []
+    assert report["errors"] == [] and report["status"] == "completed"
+    html = _render.render_html(report)
+    assert html.count("written twice by Aorta") == 1 and "4 rank profile(s)" in html

@@ -261,3 +261,40 @@ def test_ranks_come_from_distributed_info_not_names(tmp_path):
 def test_real_fixture_trace_ranks(fixtures_dir, name, rank):
     ranks = _traces.distributed_ranks(str(fixtures_dir / "traces" / name))
     assert ranks == ([] if rank is None else [rank])
+
+
+def test_aortas_pair_is_collected_and_not_a_second_file_of_its_rank(tmp_path, capsys):
+    """TensorBoard's copy beside the Chrome trace of the same window (Aorta's distributed.yaml):
+    both arrive verified; the rank is in one file, and the manifest names the pair."""
+    root = tmp_path / "a" / "out"
+    make_run(root, [0, 1], 2)
+    for rank in (0, 1):
+        copy = root / "torch_profiler" / f"rank{rank}" / f"host-a_{100 + rank}.1758927066581847260.pt.trace.json"
+        copy.write_text(kineto(rank, 2))
+    code, packed = run(
+        trace_pack,
+        {
+            "root": str(root),
+            "since": time.time() - 3600,
+            "archive": str(tmp_path / "a" / "a.tar"),
+            "compression": "none",
+        },
+        capsys,
+    )
+    assert code == 0, packed
+    dest = tmp_path / "results" / "combined_traces"
+    code, out = run(
+        combined_traces,
+        {"dest": str(dest), "run_id": "r1", "expected_ranks": 2, "nodes": [node(0, "a", packed)]},
+        capsys,
+    )
+    assert code == 0, out
+    manifest = json.loads((dest / "manifest.json").read_text())
+    assert manifest["found_ranks"] == [0, 1] and manifest["ranks_in_several_files"] == {}
+    assert manifest["aorta_pairs"] == {
+        f"node_0/torch_profiler/rank{r}/host-a_{100 + r}.1758927066581847260.pt.trace.json": (
+            f"node_0/torch_profiler/rank{r}/trace_step6.json"
+        )
+        for r in (0, 1)
+    }
+    assert (dest / "node_0" / "torch_profiler" / "rank1" / "host-a_101.1758927066581847260.pt.trace.json").is_file()
