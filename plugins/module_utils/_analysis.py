@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import bisect
 import gc
+import heapq
 import os
 import re
 import statistics
@@ -169,6 +170,7 @@ def _metrics(path: str, include_unlinked_kernels: bool, exact: bool) -> dict:
     memcpy: list = []
     categories: dict = {}
     collectives: dict = {}
+    kernels: dict = {}  # per name of every counted GPU event: [count, total us]
     # The timeline shows every GPU event, linked or not; each event is named and classed once here.
     gpu_collectives, gpu_activity = [], []
     traits: dict = {}  # per kernel name: (communication, a copy, category); names repeat
@@ -194,16 +196,27 @@ def _metrics(path: str, include_unlinked_kernels: bool, exact: bool) -> dict:
             memcpy.append(span)
             categories["memcpy"] = categories.get("memcpy", 0.0) + event.dur
             continue
+        kernel = kernels.get(name)
+        if kernel is None:
+            kernel = kernels[name] = [0, 0.0]
+        kernel[0] += 1
+        kernel[1] += event.dur
         if comm_kernel:
             comm.append(span)
             args = event.args
             key = args.collective_name or name.split("(")[0]
-            item = collectives.setdefault(key, {"count": 0, "time_ms": 0.0, "bytes": 0})
+            item = collectives.setdefault(key, {"count": 0, "time_ms": 0.0, "bytes": 0, "by_size": {}})
             item["count"] += 1
             item["time_ms"] += event.dur / 1000.0
             nelems = args.in_msg_nelems
             if isinstance(nelems, int):
                 item["bytes"] += nelems * _dtype_size(args.dtype)
+                # nccl-tests' size: the larger buffer (all_gather's output, reduce_scatter's input).
+                out = args.out_msg_nelems if isinstance(args.out_msg_nelems, int) else nelems
+                size = f"{max(nelems, out) * _dtype_size(args.dtype)}/{args.group_size or ''}"
+                per_size = item["by_size"].setdefault(size, [0, 0.0])
+                per_size[0] += 1
+                per_size[1] += event.dur
         else:
             comp.append(span)
         cat_name = "other" if cat == "gpu_memset" else known[2]
@@ -221,6 +234,10 @@ def _metrics(path: str, include_unlinked_kernels: bool, exact: bool) -> dict:
         "gpu_timeline": None,
         "kernel_time_by_category_ms": {k: v / 1000.0 for k, v in sorted(categories.items())},
         "collectives": {k: dict(v, time_ms=round(v["time_ms"], 6)) for k, v in sorted(collectives.items())},
+        # The longest GPU events by name: [name, count, total ms], at most TOP_KERNELS.
+        "top_kernels": [
+            [n, c, round(t / 1000.0, 6)] for n, (c, t) in heapq.nlargest(TOP_KERNELS, kernels.items(), key=_by_time)
+        ],
     }
     comp_u = union(comp)  # merged once: the timeline figures and the per-step evidence both use it
     if result["gpu"]:
@@ -297,6 +314,13 @@ def _length_within(merged, starts, low, high) -> float:
         total += max(0.0, min(end, high) - max(start, low))
         i += 1
     return total
+
+
+TOP_KERNELS = 25  # per trace: what the report's top-kernels table can need, bounded for summaries
+
+
+def _by_time(item) -> float:
+    return item[1][1]
 
 
 PARTIAL_STEP = 0.5  # the last profiler step, under this share of the others' median, is the closing sliver

@@ -42,13 +42,15 @@ class OutlineGuessWrong(Exception):
 class _PlainArgs:
     """The args the analysis reads, from a dict (standard library, or a field msgspec could not type)."""
 
-    __slots__ = ("collective_name", "correlation", "dtype", "in_msg_nelems")
+    __slots__ = ("collective_name", "correlation", "dtype", "group_size", "in_msg_nelems", "out_msg_nelems")
 
     def __init__(self, raw) -> None:
         raw = raw if isinstance(raw, dict) else {}
         self.correlation = raw.get("correlation")
         self.collective_name = raw.get("Collective name")
         self.in_msg_nelems = raw.get("In msg nelems")
+        self.out_msg_nelems = raw.get("Out msg nelems")
+        self.group_size = raw.get("Group size")
         self.dtype = raw.get("dtype")
 
 
@@ -81,6 +83,8 @@ if msgspec is not None:
         correlation: object = None
         collective_name: object = msgspec.field(default=None, name="Collective name")
         in_msg_nelems: object = msgspec.field(default=None, name="In msg nelems")
+        out_msg_nelems: object = msgspec.field(default=None, name="Out msg nelems")
+        group_size: object = msgspec.field(default=None, name="Group size")
         dtype: object = None
 
     _NO_ARGS = _Args()

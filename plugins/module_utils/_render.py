@@ -221,6 +221,53 @@ def _baseline_html(baseline) -> str:
     )
 
 
+def _size(size_bytes) -> str:
+    for unit, scale in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if size_bytes >= scale:
+            return f"{size_bytes / scale:.1f} {unit}"
+    return f"{size_bytes} B"
+
+
+def _analysis_html(report: dict) -> str:
+    """Top kernels, kernel time by category and the collectives with nccl-tests' bandwidths."""
+    parts = []
+    kernels = report.get("top_kernels") or []
+    if kernels:
+        parts.append(
+            "<h2 id='top-kernels'>Top kernels (every rank)</h2><table><tr><th>kernel</th><th>count</th>"
+            "<th>total (ms)</th><th>mean (us)</th><th>share of GPU time</th></tr>"
+        )
+        for k in kernels:
+            share = "" if k["share"] is None else f"{k['share'] * 100:.1f}%"
+            parts.append(
+                f"<tr><td style='text-align:left'>{_esc(k['name'][:160])}</td><td>{k['count']}</td>"
+                f"<td>{_fmt(k['total_ms'])}</td><td>{_fmt(k['mean_us'])}</td><td>{share}</td></tr>"
+            )
+        parts.append("</table>")
+    categories = report.get("kernel_time_by_category_ms") or {}
+    if categories:
+        parts.append("<h2 id='kernel-categories'>Kernel time by category (every rank, ms)</h2><table><tr>")
+        parts.append("".join(f"<th>{_esc(c)}</th>" for c in categories) + "</tr><tr>")
+        parts.append("".join(f"<td>{_fmt(v)}</td>" for v in categories.values()) + "</tr></table>")
+    collectives = report.get("collective_table") or []
+    if collectives:
+        parts.append(
+            "<h2 id='collectives'>Collectives</h2><p>Kernel time of each collective call, by operation, size and "
+            "group; algbw = size / mean time, busbw = algbw &times; nccl-tests' factor (all_reduce 2(n-1)/n, "
+            "all_gather, reduce_scatter and all_to_all (n-1)/n, broadcast, reduce and send/recv 1).</p>"
+            "<table><tr><th>op</th><th>size</th><th>ranks</th><th>calls</th><th>time (ms)</th>"
+            "<th>mean (ms)</th><th>algbw (GB/s)</th><th>busbw (GB/s)</th></tr>"
+        )
+        for c in collectives[:50]:
+            parts.append(
+                f"<tr><td>{_esc(c['op'])}</td><td>{_size(c['size_bytes'])}</td><td>{_fmt(c['group_size'])}</td>"
+                f"<td>{c['count']}</td><td>{_fmt(c['time_ms'])}</td><td>{_fmt(c['mean_ms'])}</td>"
+                f"<td>{_fmt(c['algbw_gbps'])}</td><td>{_fmt(c['busbw_gbps'])}</td></tr>"
+            )
+        parts.append("</table>")
+    return "".join(parts)
+
+
 def render_html(report: dict) -> str:
     perf = report["performance"]
     parts = [
@@ -317,6 +364,7 @@ def render_html(report: dict) -> str:
             f" and {len(skipped) - 5} more" if len(skipped) > 5 else ""
         )
         parts.append(f"<p>Skipped, not profiler traces: {shown}</p>")
+    parts.append(_analysis_html(report))
     for title, image in _plots(report):
         parts.append(f"<h2>{_esc(title)}</h2><img alt='{_esc(title)}' src='data:image/png;base64,{image}'>")
     parts.append("<h2>Per rank</h2><table><tr>" + "".join(f"<th>{c}</th>" for c in CSV_COLUMNS) + "</tr>")

@@ -56,6 +56,99 @@ def _no_trace(traces_dir: str, skipped: list, errors: list, from_summaries: bool
     return f"aorta_traces_dir: no trace found in {where}{detail}"
 
 
+# nccl-tests' bus bandwidth: algorithm bandwidth (size / time) times the share of the data each
+# rank's links carry (nccl-tests PERFORMANCE.md); n is the group's size.
+_BUS_FACTORS = {
+    "allreduce": lambda n: 2.0 * (n - 1) / n,
+    "reducescatter": lambda n: (n - 1) / n,
+    "allgather": lambda n: (n - 1) / n,
+    "alltoall": lambda n: (n - 1) / n,
+    "broadcast": lambda n: 1.0,
+    "reduce": lambda n: 1.0,
+    "send": lambda n: 1.0,
+    "recv": lambda n: 1.0,
+    "sendrecv": lambda n: 1.0,
+}
+TOP_KERNELS_SHOWN = 20
+
+
+def bus_factor(op: str, group_size) -> float | None:
+    """nccl-tests' busBw / algBw for a collective named like Kineto's ``Collective name``."""
+    # allreduce, _allgather_base, allgather_into_tensor_coalesced, reduce_scatter_tensor, all_to_all...
+    key = re.sub(r"[^a-z]|base|coalesced|into|tensor", "", str(op).lower())
+    factor = _BUS_FACTORS.get(key)
+    try:
+        n = int(group_size)
+    except (TypeError, ValueError):
+        return None
+    return factor(n) if factor and n >= 1 else None
+
+
+def collective_table(summaries: list) -> list:
+    """Every rank's collectives by (op, size, group): calls, time, mean, and the bandwidths
+    nccl-tests reports (algbw = size / mean time, busbw = algbw x its factor), longest first."""
+    rows: dict = {}
+    for s in summaries:
+        for op, item in (s.get("collectives") or {}).items():
+            for key, (count, total_us) in (item.get("by_size") or {}).items():
+                size, _slash, group = key.partition("/")
+                row = rows.setdefault((op, int(size), group), [0, 0.0])
+                row[0] += count
+                row[1] += total_us
+    table = []
+    for (op, size, group), (count, total_us) in rows.items():
+        mean_s = total_us / count / 1e6 if count else 0.0
+        algbw = size / mean_s / 1e9 if mean_s > 0 else None
+        factor = bus_factor(op, group)
+        table.append(
+            {
+                "op": op,
+                "size_bytes": size,
+                "group_size": int(group) if group.isdigit() else None,
+                "count": count,
+                "time_ms": round(total_us / 1000.0, 6),
+                "mean_ms": round(mean_s * 1000.0, 6),
+                "algbw_gbps": algbw,
+                "busbw_gbps": algbw * factor if algbw is not None and factor is not None else None,
+            }
+        )
+    return sorted(table, key=lambda r: (-r["time_ms"], r["op"], r["size_bytes"]))
+
+
+def top_kernels(summaries: list) -> list:
+    """The GPU events that took longest over every rank, by name: count, total, mean and share of
+    all counted GPU time but memcpy (TraceLens' and HTA's first table)."""
+    merged: dict = {}
+    for s in summaries:
+        for name, count, total_ms in s.get("top_kernels") or []:
+            row = merged.setdefault(name, [0, 0.0])
+            row[0] += count
+            row[1] += total_ms
+    everything = sum(
+        v for s in summaries for k, v in (s.get("kernel_time_by_category_ms") or {}).items() if k != "memcpy"
+    )
+    rows = sorted(merged.items(), key=lambda item: -item[1][1])[:TOP_KERNELS_SHOWN]
+    return [
+        {
+            "name": name,
+            "count": count,
+            "total_ms": round(total, 6),
+            "mean_us": round(total * 1000.0 / count, 3) if count else None,
+            "share": total / everything if everything else None,
+        }
+        for name, (count, total) in rows
+    ]
+
+
+def kernel_categories(summaries: list) -> dict:
+    """Kernel time by category (TraceLens' classes), summed over every rank, in ms."""
+    out: dict = {}
+    for s in summaries:
+        for category, ms in (s.get("kernel_time_by_category_ms") or {}).items():
+            out[category] = out.get(category, 0.0) + ms
+    return {k: round(v, 6) for k, v in sorted(out.items(), key=lambda item: -item[1])}
+
+
 def _mean(values):
     values = [v for v in values if v is not None]
     return statistics.fmean(values) if values else None
@@ -176,6 +269,9 @@ def build_report(
         "slow_nodes": slow_nodes,
         "missing_ranks": missing,
         "duplicate_rank_files": duplicates,
+        "top_kernels": top_kernels([source[id(r)] for r in ranks]),
+        "kernel_time_by_category_ms": kernel_categories([source[id(r)] for r in ranks]),
+        "collective_table": collective_table([source[id(r)] for r in ranks]),
         "skipped_files": skipped,
         # Aorta's pair (TensorBoard and Chrome trace of one window): each window analysed once.
         "paired_files": paired,

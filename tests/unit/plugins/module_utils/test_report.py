@@ -114,3 +114,54 @@ def test_aortas_pair_is_analysed_once_and_said_once(tmp_path, combined_tree):
     assert report["errors"] == [] and report["status"] == "completed"
     html = _render.render_html(report)
     assert html.count("written twice by Aorta") == 1 and "4 rank profile(s)" in html
+
+
+def test_collective_bandwidths_are_nccl_tests_formulas_on_a_real_nccl_trace(tmp_path, fixtures_dir):
+    """From the raw events, by hand: per (collective, bytes, group) the mean kernel time, algbw =
+    size / time, busbw = algbw x 2(n-1)/n for all_reduce and x 1 for broadcast (nccl-tests)."""
+    source = fixtures_dir / "traces" / "nccl" / "nccl-data.json.gz"
+    (tmp_path / "t").mkdir()
+    (tmp_path / "t" / "trace.json.gz").write_bytes(source.read_bytes())
+    report = _report.build_report(str(tmp_path / "t"), include_unlinked_kernels=True)
+    events = json.loads(gzip.decompress(source.read_bytes()))["traceEvents"]
+    sizes = {"Float": 4, "Long": 8}
+    expected: dict = {}
+    for e in events:
+        if e.get("cat") == "kernel" and "nccl" in e.get("name", "").lower():
+            a = e["args"]
+            key = (a["Collective name"], max(a["In msg nelems"], a["Out msg nelems"]) * sizes[a["dtype"]])
+            calls = expected.setdefault(key, [])
+            calls.append(e["dur"])
+    table = {(r["op"], r["size_bytes"]): r for r in report["collective_table"]}
+    assert set(table) == set(expected)
+    for (op, size), durations in expected.items():
+        mean_s = sum(durations) / len(durations) / 1e6
+        row = table[(op, size)]
+        assert row["count"] == len(durations) and row["group_size"] == 2
+        assert row["algbw_gbps"] == pytest.approx(size / mean_s / 1e9, rel=1e-9)
+        factor = {"allreduce": 2 * (2 - 1) / 2, "broadcast": 1.0}[op]
+        assert row["busbw_gbps"] == pytest.approx(size / mean_s / 1e9 * factor, rel=1e-9)
+    assert _report.bus_factor("all_gather", 8) == pytest.approx(7 / 8)
+    assert _report.bus_factor("_allgather_base", 8) == pytest.approx(7 / 8)
+    assert _report.bus_factor("allreduce", 8) == pytest.approx(2 * 7 / 8)
+    assert _report.bus_factor("reduce_scatter_tensor_coalesced", 4) == pytest.approx(3 / 4)
+    assert _report.bus_factor("mystery", 4) is None and _report.bus_factor("allreduce", None) is None
+    html = _render.render_html(report)
+    assert "id='collectives'" in html and "id='top-kernels'" in html and "id='kernel-categories'" in html
+
+
+def test_top_kernels_sum_every_rank_and_their_shares_add_up(tmp_path, fixtures_dir):
+    source = fixtures_dir / "traces" / "mi300" / "bert-small.json.gz"
+    (tmp_path / "t").mkdir()
+    (tmp_path / "t" / "trace.json.gz").write_bytes(source.read_bytes())
+    report = _report.build_report(str(tmp_path / "t"), include_unlinked_kernels=True)
+    events = json.loads(gzip.decompress(source.read_bytes()))["traceEvents"]
+    totals: dict = {}
+    for e in events:
+        if e.get("cat") in ("kernel", "gpu_memset"):
+            totals.setdefault(e["name"], []).append(e["dur"])
+    first = report["top_kernels"][0]
+    name, durations = max(totals.items(), key=lambda item: sum(item[1]))
+    assert first["name"] == name and first["count"] == len(durations)
+    assert first["total_ms"] == pytest.approx(sum(durations) / 1000.0, rel=1e-6)
+    assert 0 < sum(k["share"] for k in report["top_kernels"]) <= 1.0 + 1e-9
