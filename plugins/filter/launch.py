@@ -14,6 +14,7 @@ from ansible_collections.aorta.cluster.plugins.plugin_utils import (
     _launch,
     _plan,
     _run,
+    _run_context,
 )
 
 
@@ -49,4 +50,5 @@ class FilterModule:
             "launch_deadlines": _filter(_plan.launch_deadlines),
             "partial_cluster": _filter(_cluster_file.partial_cluster),
             "setup_failure": _filter(_run.setup_failure),
+            "run_settings": _filter(_run_context.run_settings),
         }

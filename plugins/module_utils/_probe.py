@@ -47,6 +47,26 @@ def path_facts(root, relative_paths):
     return {p: os.path.exists(os.path.join(root, p)) for p in relative_paths}
 
 
+READ_MAX = 256 << 10  # a config file, not a data file: the rest is cut and said
+
+
+def read_facts(root, relative):
+    """The text of one small file under ``root`` (the run's Aorta config, for the report's run
+    context): ``{path, text, truncated, error}``; never fails the probe."""
+    path = os.path.join(root, relative)
+    try:
+        with open(path, "rb") as handle:
+            data = handle.read(READ_MAX + 1)
+    except OSError as exc:
+        return {"path": relative, "text": None, "truncated": False, "error": exc.strerror or str(exc)}
+    return {
+        "path": relative,
+        "text": data[:READ_MAX].decode("utf-8", "replace"),
+        "truncated": len(data) > READ_MAX,
+        "error": "",
+    }
+
+
 def disk_facts(path):
     """Free bytes for an unprivileged user at ``path`` and the file system's size (statvfs: no df
     output to parse). The supervisor asks it too, while the workload writes."""
@@ -122,10 +142,13 @@ def tool_facts(tools, check_mode=False):
     return facts
 
 
-def gather(run, docker="docker", image="", root="", paths=(), count_gpus=False):
-    """One node's facts for preflight and the container start."""
+def gather(run, docker="docker", image="", root="", paths=(), count_gpus=False, read=""):
+    """One node's facts for preflight and the container start (``read``: a file under ``root`` whose
+    text comes back too)."""
     facts = docker_facts(run, docker, image)
     facts["paths"] = path_facts(root, paths) if root else {}
+    if read and root:
+        facts["read"] = read_facts(root, read)
     facts["disk"] = disk_facts(root or "/")
     facts["gpu_devices"] = {d: os.path.exists(d) for d in GPU_DEVICES}
     facts["gpus"] = gpu_count(run) if count_gpus else {"count": None, "tool": ""}

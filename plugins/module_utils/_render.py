@@ -15,6 +15,7 @@ import io
 import json
 import os
 import statistics
+import time
 
 from ansible_collections.aorta.cluster.plugins.module_utils._analysis import TIMELINE_ROWS
 from ansible_collections.aorta.cluster.plugins.module_utils._stragglers import STRAGGLER_ALPHA
@@ -157,14 +158,113 @@ def _fmt(value, digits=3) -> str:
     return _esc(value)
 
 
+# The headline table: (key, heading, scale into the unit the heading names, what it means).
 HEADLINE = (
-    "avg_step_time_ms",
-    "avg_iteration_time_ms",
-    "std_iteration_time_us",
-    "avg_compute_ratio",
-    "avg_comm_ratio",
-    "avg_overlap_ratio",
+    ("avg_step_time_ms", "avg step (ms)", 1.0, "the mean ProfilerStep#N length (CPU side), averaged over ranks"),
+    (
+        "avg_iteration_time_ms",
+        "avg profiled window, CVS iteration (ms)",
+        1.0,
+        "each rank's GPU span, first to last GPU event of its trace (TraceLens total_time), averaged over "
+        "ranks: CVS's 'iteration'. It covers the profiled steps' GPU work, so it can be shorter than a step "
+        "when the GPU idles at the start or end of a step",
+    ),
+    ("std_iteration_time_us", "spread of the window across ranks (ms)", 0.001, "its standard deviation over ranks"),
+    ("avg_compute_ratio", "compute ratio", 1.0, "computation time / the window"),
+    ("avg_comm_ratio", "comm ratio", 1.0, "communication time / the window"),
+    ("avg_overlap_ratio", "overlap ratio", 1.0, "communication hidden under computation / communication"),
 )
+
+
+def _epoch(value) -> str:
+    if not isinstance(value, (int, float)):
+        return "-"
+    return time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(value))
+
+
+def _rate(value) -> str:
+    return "-" if value is None else f"{value:,.0f}"
+
+
+def _opening_html(report: dict) -> str:
+    """What a performance engineer reads first, in this order and before any chart; each row has a
+    stable id."""
+    run = report.get("run") or {}
+    perf = report["performance"]
+    rows = []
+
+    def row(key, title, value, css=""):
+        rows.append(f"<tr id='{key}'><th>{title}</th><td class='{css}' style='text-align:left'>{value}</td></tr>")
+
+    if run.get("record"):
+        status = run.get("status") or "-"
+        row(
+            "run-status",
+            "run status",
+            f"<b>{_esc(status)}</b> &middot; {_esc(run.get('message') or '')}",
+            "ok" if status == "COMPLETED" else "bad",
+        )
+        row("run-id", "run id", _esc(run.get("run_id")))
+        duration = run.get("duration_seconds")
+        row(
+            "run-time",
+            "start, end, duration",
+            f"{_epoch(run.get('started_epoch'))} &rarr; {_epoch(run.get('finished_epoch'))}"
+            + (f" ({duration:.0f} s)" if isinstance(duration, (int, float)) else ""),
+        )
+        image = _esc(run.get("image") or "-") + (f" ({_esc(run['image_id'])})" if run.get("image_id") else "")
+        row("run-image", "image", image)
+        overrides = run.get("overrides") or {}
+        row(
+            "run-config",
+            "Aorta config, overrides",
+            f"{_esc(run.get('base_config') or '-')}, {_esc(json.dumps(overrides))}",
+        )
+    else:
+        row("run-status", "run status", _esc(run.get("note") or "no run record"), "bad")
+    gpus = run.get("gpus_per_node") or report["cluster"]["gpus_per_node"]
+    row(
+        "run-size",
+        "nodes &times; GPUs",
+        f"{report['cluster']['nodes']} &times; {_esc(gpus)} ({len(report['per_rank_summary'])} ranks analysed; "
+        f"analysis {_esc(report['status'])}, counting {_esc(report['counting'])})",
+    )
+    if run.get("samples_per_second"):
+        tokens = run.get("tokens_per_second")
+        row(
+            "throughput",
+            "throughput",
+            f"{_rate(run['samples_per_second'])} samples/s"
+            + (f" &middot; {_rate(tokens)} tokens/s" if tokens else "")
+            + f" (batch {_esc(run['batch_size'])} &times; {run['data_parallel_ranks']} data-parallel ranks"
+            f" / mean step; tokens: &times; sequence length {_esc(run.get('sequence_length') or '-')})",
+        )
+    else:
+        row("throughput", "throughput", _esc(run.get("note") or "not known: no run record"), "")
+    step, spread = perf.get("avg_step_time_ms"), perf.get("std_step_time_us")
+    row(
+        "step-time",
+        "step time",
+        f"{_fmt(step)} ms &plusmn; {_fmt(spread / 1000.0 if spread is not None else None)} ms across ranks",
+    )
+    finding = [f"slow node {_esc(n['node'])} (+{n['excess_ratio'] * 100:.0f}% compute)" for n in report["slow_nodes"]]
+    finding += [
+        f"straggler rank {s['rank']} on {_esc(s['node'])} (+{s['excess_ratio'] * 100:.0f}%)"
+        for s in report["stragglers"]
+    ]
+    test = report.get("straggler_test") or {}
+    verdicts = f"ranks: {test.get('verdict', '-')}; nodes: {(test.get('node_test') or {}).get('verdict', '-')}"
+    row("finding", "slow nodes and ranks", "; ".join(finding) or _esc(verdicts), "bad" if finding else "ok")
+    checks = report["validation"]["checks"]
+    if checks:
+        failed = [c for c in checks if not c["passed"]]
+        row(
+            "thresholds-summary",
+            "thresholds",
+            f"{len(checks) - len(failed)} of {len(checks)} pass" + (": " + _esc(failed[0]["reason"]) if failed else ""),
+            "bad" if failed else "ok",
+        )
+    return "<table id='opening'>" + "".join(rows) + "</table>"
 
 
 def _why_html(diagnosis) -> str:
@@ -275,19 +375,20 @@ def render_html(report: dict) -> str:
         "body{font-family:sans-serif;margin:2em;color:#222}table{border-collapse:collapse;margin:1em 0}"
         "td,th{border:1px solid #ccc;padding:4px 8px;text-align:right}th{background:#f0f0f0}"
         ".bad{color:#b00020;font-weight:bold}.ok{color:#1b7f3b}img{max-width:100%}</style></head><body>",
-        f"<h1>Aorta benchmark report</h1><p>Status: <b>{_esc(report['status'])}</b> &middot; "
-        f"{report['cluster']['nodes']} nodes &middot; {len(report['per_rank_summary'])} ranks analysed &middot; "
-        f"counting: {_esc(report['counting'])}</p>",
+        "<h1>Aorta benchmark report</h1>",
+        _opening_html(report),
         "".join(f"<p class='bad' id='warning'>Warning: {_esc(w)}</p>" for w in report.get("warnings") or []),
         f"<p class='bad' id='no-trace'>{_esc(report['no_trace'])}</p>" if report.get("no_trace") else "",
         _why_html(report.get("diagnosis")),
         _baseline_html(report.get("baseline")),
         "".join(f"<p class='bad'>{_esc(note)}</p>" for note in (report.get("tools") or {}).get("notes", [])),
-        "<h2>Headline</h2><table><tr><th>avg step (ms)</th><th>avg profiled window, CVS iteration (ms)</th>"
-        "<th>std window across ranks (us)</th><th>compute ratio</th>"
-        "<th>comm ratio</th><th>overlap ratio</th></tr><tr>"
-        + "".join(f"<td>{_fmt(perf[k])}</td>" for k in HEADLINE)
-        + "</tr></table>",
+        "<h2 id='headline'>Headline</h2><table><tr>"
+        + "".join(f"<th>{title}</th>" for _key, title, _scale, _means in HEADLINE)
+        + "</tr><tr>"
+        + "".join(f"<td>{_fmt(perf[k] * scale if perf[k] is not None else None)}</td>" for k, _t, scale, _m in HEADLINE)
+        + "</tr></table><ul>"
+        + "".join(f"<li>{title}: {_esc(means)}</li>" for _key, title, _scale, means in HEADLINE)
+        + "</ul>",
     ]
     if report["validation"]["checks"]:
         parts.append("<h2>Thresholds</h2><ul>")

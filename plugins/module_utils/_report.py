@@ -323,13 +323,67 @@ TASK_ARGUMENT_SPEC = {
     "baseline": {"type": "path"},
     "baseline_tolerance": {"type": "float", "default": 0.05},
     "clock_offsets": {"type": "dict", "default": {}},
+    "run_json": {"type": "path"},
 }
+
+
+def read_run_record(traces_dir: str, run_json: str | None) -> tuple:
+    """(run.json's content or None, its path or ''): the given file, else the one beside the traces."""
+    path = run_json or os.path.join(os.path.dirname(os.path.abspath(traces_dir.rstrip("/"))), "run.json")
+    try:
+        with open(path) as handle:
+            record = json.load(handle)
+    except (OSError, ValueError):
+        if run_json:
+            raise ReportError(f"run_json: {run_json} is not a readable run.json") from None
+        return None, ""
+    return (record, path) if isinstance(record, dict) and "run_id" in record else (None, "")
+
+
+def run_summary(record: dict | None, path: str, report: dict) -> dict:
+    """What a performance engineer reads first, before any chart: the run's own status (not the
+    analysis'), id, times, what ran and with what, and the throughput the steps give."""
+    if not record:
+        return {"record": None, "status": None, "note": "no run record: a folder of traces, not a run's results"}
+    context = record.get("context") or {}
+    settings = context.get("settings") or {}
+    started, finished = record.get("started_epoch"), record.get("finished_epoch")
+    duration = finished - started if isinstance(started, (int, float)) and isinstance(finished, (int, float)) else None
+    step_ms = report["performance"].get("avg_step_time_ms")
+    ranks = len(report["per_rank_summary"])
+    batch, sequence = settings.get("batch_size"), settings.get("sequence_length")
+    # Aorta is data-parallel over every rank (FSDP) and steps the optimizer once per batch.
+    samples = batch * ranks / (step_ms / 1000.0) if batch and step_ms and ranks else None
+    return {
+        "record": path,
+        "status": record.get("status"),
+        "message": record.get("message"),
+        "run_id": record.get("run_id"),
+        "started_epoch": started,
+        "finished_epoch": finished,
+        "duration_seconds": duration,
+        "image": context.get("image"),
+        "image_id": context.get("image_id"),
+        "base_config": context.get("base_config"),
+        "overrides": context.get("overrides"),
+        "launch_mode": context.get("launch_mode"),
+        "nodes": context.get("nodes", len(record.get("nodes") or [])),
+        "gpus_per_node": context.get("gpus_per_node"),
+        "batch_size": batch,
+        "sequence_length": sequence,
+        "data_parallel_ranks": ranks,
+        "samples_per_second": samples,
+        "tokens_per_second": samples * sequence if samples and sequence else None,
+        "note": settings.get("note")
+        or ("" if samples else "no throughput: the batch size or the step time is not known"),
+    }
 
 
 def run_task(p: dict, check_mode: bool = False) -> tuple:
     """The trace_parse task: (result, failure message or '')."""
     expected = {k: v for k, v in (p["expected_results"] or {}).items() if v is not None}
     try:
+        record, record_path = read_run_record(p["traces_dir"], p.get("run_json"))
         report = build_report(
             p["traces_dir"],
             include_unlinked_kernels=p["include_unlinked_kernels"],
@@ -345,8 +399,11 @@ def run_task(p: dict, check_mode: bool = False) -> tuple:
         )
     except ReportError as exc:
         return {"changed": False}, str(exc)
-    if report["no_trace"] and not p.get("diagnosis"):
+    if report["no_trace"] and not p.get("diagnosis") and not record:
         return {"changed": False, "status": "failed", "skipped_files": report["skipped_files"]}, report["no_trace"]
+    report["run"] = run_summary(record, record_path, report)
+    if report["duration_seconds"] is None:
+        report["duration_seconds"] = report["run"].get("duration_seconds")
     if p.get("diagnosis"):
         report["diagnosis"] = p["diagnosis"]
     if p.get("baseline"):
@@ -359,6 +416,7 @@ def run_task(p: dict, check_mode: bool = False) -> tuple:
         "changed": not check_mode,
         "status": report["status"],
         "performance": report["performance"],
+        "run": report["run"],
         "stragglers": report["stragglers"],
         "slow_nodes": report["slow_nodes"],
         "validation": report["validation"],

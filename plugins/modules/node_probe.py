@@ -41,6 +41,13 @@ options:
     description: Count the GPUs with amd-smi (else rocm-smi).
     type: bool
     default: false
+  read:
+    description:
+      - A small file under O(root) whose text comes back as C(facts.read) (C(path), C(text), C(truncated),
+        C(error)), at most 256 KiB; preflight reads the run's Aorta config on the head, for the report's
+        run context (batch size, sequence length). A file that cannot be read is said, never a failure.
+    type: str
+    default: ""
   lease:
     description:
       - Hold the node for a run before anything else (see M(aorta.cluster.node_lease)).
@@ -199,6 +206,7 @@ def main() -> None:
             "root": {"type": "path", "default": ""},
             "paths": {"type": "list", "elements": "str", "default": []},
             "count_gpus": {"type": "bool", "default": False},
+            "read": {"type": "str", "default": ""},
             "lease": {
                 "type": "dict",
                 "options": {
@@ -265,7 +273,7 @@ def main() -> None:
         except LeaseError as exc:
             module.fail_json(msg=f"preflight[lease]: {exc}")
         result["changed"] = result["lease"]["result"] == "acquired" or bool(result["lease"]["removed_containers"])
-    result["facts"] = gather(run, p["docker"], p["image"], p["root"], p["paths"], p["count_gpus"])
+    result["facts"] = gather(run, p["docker"], p["image"], p["root"], p["paths"], p["count_gpus"], p["read"])
     result["facts"]["tools"] = tool_facts(p["tools"], module.check_mode)
     if p["port"]:
         port = p["port"]

@@ -79,8 +79,15 @@ options:
     description: Processes analysing files at once; default the number of CPUs.
     type: int
   duration_seconds:
-    description: The run's duration, recorded in the report.
+    description: The run's duration, recorded in the report; without it, the duration in O(run_json).
     type: float
+  run_json:
+    description:
+      - The run's C(run.json), whose status, id, times and context (image, config, overrides, nodes,
+        GPUs, batch size, sequence length) open the report and give its throughput.
+      - Empty means C(run.json) beside O(traces_dir) (a run's C(combined_traces)) when there is one; a bare
+        folder of traces is reported with "no run record".
+    type: path
   clock_offsets:
     description:
       - Per node (its inventory name), its clock minus the controller's in seconds (preflight
@@ -152,6 +159,16 @@ status:
   description: V(completed) (every rank analysed), V(partial) (some missing or unreadable), V(failed) (none).
   returned: always
   type: str
+run:
+  description:
+    - The run the traces came from (its run.json), or C(record=null) and a C(note) for a bare folder of
+      traces; C(status) is the run's own (COMPLETED, FAILED, TIMEOUT), not the analysis'.
+    - C(run_id), C(started_epoch), C(finished_epoch), C(duration_seconds), C(image), C(image_id),
+      C(base_config), C(overrides), C(launch_mode), C(nodes), C(gpus_per_node), C(batch_size),
+      C(sequence_length), C(data_parallel_ranks), C(samples_per_second) (batch size x data-parallel
+      ranks / mean step time), C(tokens_per_second) (x sequence length), C(note).
+  returned: when a report was built
+  type: dict
 performance:
   description: The report's headline C(performance) block.
   returned: always

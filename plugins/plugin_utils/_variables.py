@@ -246,6 +246,8 @@ INTERNAL = frozenset(
         "aorta_pyspy_plan",
         "aorta_removed",
         "aorta_run_diagnosis",
+        "aorta_run_context",
+        "aorta_head_vars",
         "aorta_run_dir",
         "aorta_run_dir_in_container",
         "aorta_run_nodes",

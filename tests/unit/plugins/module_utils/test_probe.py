@@ -87,3 +87,19 @@ def test_tool_facts_say_which_files_have_the_expected_size_and_make_the_missing_
     assert facts == {"py-spy": True, "other": False}
     assert wanted.parent.is_dir() and (wanted.parent.stat().st_mode & 0o7777) == 0o1777
     assert _probe.tool_facts([{"name": "py-spy", "path": str(have), "size": 6}]) == {"py-spy": False}
+
+
+def test_the_config_is_read_bounded_and_a_missing_one_is_said(tmp_path):
+    (tmp_path / "config").mkdir()
+    (tmp_path / "config" / "distributed.yaml").write_text("training:\n  batch_size: 64\n")
+    assert _probe.read_facts(str(tmp_path), "config/distributed.yaml") == {
+        "path": "config/distributed.yaml",
+        "text": "training:\n  batch_size: 64\n",
+        "truncated": False,
+        "error": "",
+    }
+    (tmp_path / "big.yaml").write_bytes(b"x" * (_probe.READ_MAX + 10))
+    big = _probe.read_facts(str(tmp_path), "big.yaml")
+    assert big["truncated"] and len(big["text"]) == _probe.READ_MAX
+    missing = _probe.read_facts(str(tmp_path), "nope.yaml")
+    assert missing["text"] is None and missing["error"] == "No such file or directory"

@@ -22,7 +22,7 @@ def test_why_it_stopped_comes_first_with_the_frame_of_the_rank_behind(tmp_path):
     report["diagnosis"] = diagnosis
     html = _render.render_html(report)
     why = html.index("<h2>Why it stopped</h2>")
-    assert why < html.index("<h2>Headline</h2>")
+    assert why < html.index("<h2 id='headline'>Headline</h2>")
     assert diagnosis["behind"][0]["frame"] in html and "gloo:broadcast #5" in html
     assert "&lt;xgmi&gt; lost" in html and "<xgmi>" not in html
 

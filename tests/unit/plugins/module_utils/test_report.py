@@ -165,3 +165,47 @@ def test_top_kernels_sum_every_rank_and_their_shares_add_up(tmp_path, fixtures_d
     assert first["name"] == name and first["count"] == len(durations)
     assert first["total_ms"] == pytest.approx(sum(durations) / 1000.0, rel=1e-6)
     assert 0 < sum(k["share"] for k in report["top_kernels"]) <= 1.0 + 1e-9
+
+
+def test_the_run_record_opens_the_report_with_its_status_context_and_throughput(tmp_path, combined_tree):
+    root = combined_tree(tmp_path, [50, 50, 80, 81, 50, 50], bad_file=False)
+    record = {
+        "run_id": "20261202T010203-abcdef",
+        "status": "COMPLETED",
+        "message": "all 3 nodes completed",
+        "started_epoch": 1796180000,
+        "finished_epoch": 1796180095,
+        "nodes": [],
+        "context": {
+            "image": "rocm/pytorch:latest",
+            "image_id": "sha256:1234",
+            "base_config": "config/distributed.yaml",
+            "overrides": {"training.max_steps": 6},
+            "nodes": 3,
+            "gpus_per_node": 2,
+            "settings": {"batch_size": 8, "sequence_length": 128, "note": ""},
+        },
+    }
+    (tmp_path / "run.json").write_text(json.dumps(record))
+    result, failure = _task(root)
+    assert failure == "", failure
+    run = result["run"]
+    assert run["status"] == "COMPLETED" and run["duration_seconds"] == 95
+    step_s = result["performance"]["avg_step_time_ms"] / 1000.0
+    assert run["samples_per_second"] == pytest.approx(8 * 6 / step_s)
+    assert run["tokens_per_second"] == pytest.approx(8 * 6 / step_s * 128)
+    report = json.loads((root / "aorta_benchmark_report.json").read_text())
+    assert report["duration_seconds"] == 95
+    html = (root / "report.html").read_text()
+    opening = [html.index(f"id='{key}'") for key in ("run-status", "run-id", "run-time", "run-size", "throughput")]
+    opening.append(html.index("id='finding'"))
+    assert opening == sorted(opening) and max(opening) < html.index("id='headline'")
+    assert "slow node gpu-b" in html[: html.index("id='headline'")]
+    assert "samples/s" in html and "tokens/s" in html
+
+
+def test_a_bare_folder_says_it_has_no_run_record(tmp_path, combined_tree):
+    root = combined_tree(tmp_path / "x", [50, 50], bad_file=False)
+    result, failure = _task(root)
+    assert failure == "" and result["run"]["record"] is None
+    assert "no run record" in (root / "report.html").read_text()
