@@ -34,6 +34,9 @@ CSV_COLUMNS = (
 )
 
 
+PAGE_RANKS = 256  # above this the page keeps the ranks that compute longest; per_rank.csv has all
+
+
 def write_outputs(report: dict, out_dir: str) -> dict:
     """aorta_benchmark_report.json, per_rank.csv and report.html (with PNG plots when matplotlib is here)."""
     os.makedirs(out_dir, exist_ok=True)
@@ -51,8 +54,9 @@ def write_outputs(report: dict, out_dir: str) -> dict:
     buffer = io.StringIO()
     writer = csv.writer(buffer)
     writer.writerow([*CSV_COLUMNS, *(f"gpu_{row}_ms" for row in TIMELINE_ROWS)])
-    for r in report["per_rank_summary"]:
-        writer.writerow([r[c] for c in CSV_COLUMNS] + [r["gpu_timeline"][row] for row in TIMELINE_ROWS])
+    # A trace without rank information (a single process of several) is a row too, rank empty.
+    for r in [*report["per_rank_summary"], *(report.get("unranked_traces") or [])]:
+        writer.writerow([r.get(c) for c in CSV_COLUMNS] + [r["gpu_timeline"][row] for row in TIMELINE_ROWS])
     _atomic_write(paths["csv"], buffer.getvalue())
     _atomic_write(paths["html"], render_html(report))
     return paths
@@ -468,8 +472,19 @@ def render_html(report: dict) -> str:
     parts.append(_analysis_html(report))
     for title, image in _plots(report):
         parts.append(f"<h2>{_esc(title)}</h2><img alt='{_esc(title)}' src='data:image/png;base64,{image}'>")
-    parts.append("<h2>Per rank</h2><table><tr>" + "".join(f"<th>{c}</th>" for c in CSV_COLUMNS) + "</tr>")
-    for r in report["per_rank_summary"]:
-        parts.append("<tr>" + "".join(f"<td>{_fmt(r[c])}</td>" for c in CSV_COLUMNS) + "</tr>")
+    ranks = report["per_rank_summary"]
+    shown = ranks
+    parts.append("<h2 id='per-rank'>Per rank</h2>")
+    if len(ranks) > PAGE_RANKS:
+        # At thousands of ranks a table is not read: the ranks that compute longest, the rest in the CSV.
+        shown = sorted(ranks, key=lambda r: -(r.get("compute_per_iteration_ms") or 0.0))[:PAGE_RANKS]
+        parts.append(
+            f"<p>The {PAGE_RANKS} of {len(ranks)} ranks that compute longest per iteration; every rank is in "
+            "per_rank.csv.</p>"
+        )
+    parts.append("<table><tr>" + "".join(f"<th>{c}</th>" for c in CSV_COLUMNS) + "</tr>")
+    for r in [*shown, *(report.get("unranked_traces") or [])]:
+        cells = [_fmt(r.get(c)) if c != "rank" or r.get("rank") is not None else "(no rank)" for c in CSV_COLUMNS]
+        parts.append("<tr>" + "".join(f"<td>{cell}</td>" for cell in cells) + "</tr>")
     parts.append("</table></body></html>\n")
     return "".join(parts)

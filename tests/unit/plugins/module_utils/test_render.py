@@ -31,3 +31,21 @@ def test_a_completed_run_without_trouble_has_no_why_section(tmp_path):
     report = _report.build_report(str(tmp_path))
     report["diagnosis"] = diagnose_run(str(tmp_path), "COMPLETED", [{"name": "n0"}], 1)
     assert "Why it stopped" not in _render.render_html(report)
+
+
+def test_above_a_few_hundred_ranks_the_page_keeps_the_slowest_and_the_csv_has_every_rank(tmp_path, combined_tree):
+    report = _report.build_report(str(combined_tree(tmp_path, [50, 50, 50, 50], bad_file=False)))
+    row = report["per_rank_summary"][0]
+    report["per_rank_summary"] = [
+        dict(row, rank=r, compute_per_iteration_ms=float(r), file=f"rank{r}.json") for r in range(300)
+    ]
+    report["unranked_traces"] = [dict(row, rank=None, file="single.json")]
+    html = _render.render_html(report)
+    table = html[html.index("id='per-rank'") :]
+    assert "The 256 of 300 ranks that compute longest" in table
+    assert "rank299.json" in table and "rank43.json" not in table and "rank44.json" in table
+    assert "(no rank)" in table and "single.json" in table
+    paths = _render.write_outputs(report, str(tmp_path / "out"))
+    lines = (tmp_path / "out" / "per_rank.csv").read_text().splitlines()
+    assert len(lines) == 1 + 300 + 1 and lines[-1].startswith(",")
+    assert paths["csv"].endswith("per_rank.csv")
