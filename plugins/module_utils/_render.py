@@ -19,6 +19,7 @@ import time
 
 from ansible_collections.aorta.cluster.plugins.module_utils._analysis import TIMELINE_ROWS
 from ansible_collections.aorta.cluster.plugins.module_utils._stragglers import STRAGGLER_ALPHA
+from ansible_collections.aorta.cluster.plugins.module_utils._views import views_html
 
 CSV_COLUMNS = (
     "rank",
@@ -34,6 +35,7 @@ CSV_COLUMNS = (
 )
 
 
+PLOT_RANKS = 32  # per-rank bar charts up to this many ranks
 PAGE_RANKS = 256  # above this the page keeps the ranks that compute longest; per_rank.csv has all
 
 
@@ -78,8 +80,8 @@ def _plots(report: dict) -> list:
     except ImportError:
         return []
     ranks = report["per_rank_summary"]
-    if not ranks:
-        return []
+    if not ranks or len(ranks) > PLOT_RANKS:
+        return []  # a bar per rank stops reading past a few dozen: the heat maps show every rank
     slow = {s["rank"] for s in report["stragglers"]}
     labels = [str(r["rank"]) for r in ranks]
     figures = []
@@ -469,6 +471,7 @@ def render_html(report: dict) -> str:
             f" and {len(skipped) - 5} more" if len(skipped) > 5 else ""
         )
         parts.append(f"<p>Skipped, not profiler traces: {shown}</p>")
+    parts.append(views_html(report, (report.get("straggler_test") or {}).get("threshold") or 0.1))
     parts.append(_analysis_html(report))
     for title, image in _plots(report):
         parts.append(f"<h2>{_esc(title)}</h2><img alt='{_esc(title)}' src='data:image/png;base64,{image}'>")
