@@ -8,8 +8,10 @@ Private to this collection; standard library only (it runs on the nodes with tra
 With ``profiling.tensorboard`` and ``profiling.chrome_trace`` both on (Aorta's
 ``config/distributed.yaml``), Aorta exports the same profiler object twice into
 ``torch_profiler/rank<N>/`` after its loop (``fsdp_trainer.py``, one export after the other):
-``tensorboard_trace_handler`` writes ``<host>_<pid>.<time_ns>.pt.trace.json`` and
-``export_chrome_trace`` writes ``trace.json`` (or ``trace_step<N>.json``). Both hold the same
+``tensorboard_trace_handler`` writes ``<host>_<pid>.<time_ns>.pt.trace.json``, then
+``export_chrome_trace`` asks for ``trace.json`` (or ``trace_step<N>.json``). torch 2.13 saves a
+profiler's trace once ("Trace is already saved.", which Aorta logs as a warning), so there only the
+first file is written (the stand-in shows it); a build that saves twice leaves both, the same
 window: analysed twice, the rank would count twice or read as two ranks' files.
 """
 

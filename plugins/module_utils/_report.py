@@ -422,7 +422,8 @@ def run_task(p: dict, check_mode: bool = False) -> tuple:
         "validation": report["validation"],
         "missing_ranks": report["missing_ranks"],
         "errors": report["errors"],
-        "warnings": report["warnings"],
+        # Not "warnings": Ansible takes a result's warnings for its own (shows and drops them).
+        "report_warnings": report["warnings"],
         "skipped_files": report["skipped_files"],
         "tools": report["tools"],
         "baseline": report.get("baseline"),

@@ -203,8 +203,8 @@ errors:
   returned: always
   type: list
   elements: dict
-warnings:
-  description: What makes the report doubtful though it was written, such as traces of more than one run
+report_warnings:
+  description: What makes the report doubtful though it was written (the report's C(warnings)), such as traces of more than one run
     (two world sizes, each named with its count of traces).
   returned: when a report was built
   type: list

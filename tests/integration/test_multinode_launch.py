@@ -25,7 +25,10 @@ REPO = Path(__file__).resolve().parents[2]
 def node_traces(cluster, run_id):
     found = {}
     for i in range(len(cluster.nodes)):
-        out = cluster.node_exec(i, "find", f"/root/aorta/aorta_runs/{run_id}", "-name", "trace*.json", check=False)
+        # Aorta's names: trace[_step<N>].json, or <host>_<pid>.<ns>.pt.trace.json with tensorboard on.
+        out = cluster.node_exec(
+            i, "find", f"/root/aorta/aorta_runs/{run_id}/torch_profiler", "-name", "*.json", check=False
+        )
         for path in out.split():
             found[path] = json.loads(cluster.node_exec(i, "cat", path))["distributedInfo"]
     return found

@@ -113,7 +113,8 @@ def test_workload_by_hand_writes_one_trace_per_global_rank(standin_cluster):
     world = len(nodes) * nproc
     seen = {}
     for i in range(len(nodes)):
-        for path in standin_cluster.node_exec(i, "find", f"/root/aorta/{out}", "-name", "trace*.json").split():
+        found = standin_cluster.node_exec(i, "find", f"/root/aorta/{out}/torch_profiler", "-name", "*.json")
+        for path in found.split():
             info = json.loads(standin_cluster.node_exec(i, "cat", path))["distributedInfo"]
             assert info["world_size"] == world
             assert info["rank"] not in seen

@@ -8,9 +8,10 @@ Aorta itself refuses to start without a GPU. This stand-in lets the collection b
 
 Writes, under training.output_dir (relative to the working directory):
   torch_profiler/rank<global_rank>/trace.json  (or trace_step<N>.json when active>1 or repeat!=1;
-      profiling.chrome_trace, default true) and, with profiling.tensorboard (default false; the
-      stand-in config sets both, as Aorta's config/distributed.yaml does), the same window again as
-      <host>_<pid>.<time_ns>.pt.trace.json, the pair real Aorta writes
+      profiling.chrome_trace, default true), and with profiling.tensorboard (default false)
+      <host>_<pid>.<time_ns>.pt.trace.json first. As in Aorta, with both on (Aorta's
+      config/distributed.yaml and the stand-in's config) the Chrome export then fails, torch saving a
+      profiler's trace once ("Trace is already saved."): only the .pt.trace.json file is written
   rank<r>.log, rank_<rr>_metrics.jsonl
 
 SIGTERM/SIGINT stop it after the current step; the trace is still exported.
@@ -241,8 +242,11 @@ def main(argv=None) -> int:
         try:
             profiler.export_chrome_trace(str(trace_dir / name))
             log.info("Exported chrome trace to %s", trace_dir / name)
-        except (RuntimeError, AssertionError, AttributeError) as exc:  # stopped before the active window
-            log.warning("no trace exported: %s", exc)
+        except (RuntimeError, AssertionError, AttributeError) as exc:
+            # Stopped before the active window; or, after TensorBoard's export, torch's "Trace is
+            # already saved." (a profiler's trace is saved once): then, as in Aorta, only the
+            # .pt.trace.json file is there.
+            log.warning("Chrome trace export failed: %s", exc)
     log.info("done | rank=%d steps=%d stopped_by_signal=%s", rank, step, STOP["requested"])
     if not STOP["requested"]:
         dist.barrier()

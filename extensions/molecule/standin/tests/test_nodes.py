@@ -11,7 +11,7 @@ def test_no_run_container_is_left(host):
 
 
 def test_the_run_wrote_traces_on_this_node(host):
-    traces = host.check_output("find /root/aorta/aorta_runs -name 'trace*.json'").split()
+    traces = host.check_output("find /root/aorta/aorta_runs -path '*/torch_profiler/rank*' -name '*.json'").split()
     assert traces, "no trace written by the converge run"
 
 
