@@ -14,6 +14,8 @@ command -v ip >/dev/null || need_pkgs+=(iproute2)
 command -v zstd >/dev/null || need_pkgs+=(zstd)
 # ansible-test sanity skips its shellcheck test without it.
 command -v shellcheck >/dev/null || need_pkgs+=(shellcheck)
+# The browser test opens report.html in headless Chromium (and screenshots it, with a font).
+command -v chromium >/dev/null || need_pkgs+=(chromium fonts-dejavu-core)
 
 if ((${#need_pkgs[@]})); then
   if [[ $(id -u) -ne 0 || ! -x /usr/bin/apt-get ]]; then

@@ -1,0 +1,76 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""report.html as a person opens it: headless Chromium (Debian's package, installed by
+tools/install-host-deps.sh) loads the page for 4 and for 1024 ranks, with a window.onerror hook,
+and keeps a screenshot of each as a test artifact under tests/output/browser/."""
+
+from __future__ import annotations
+
+import random
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from ansible_collections.aorta.cluster.plugins.module_utils import _render, _report
+
+REPO = Path(__file__).resolve().parents[2]
+ARTIFACTS = REPO / "tests" / "output" / "browser"
+HOOK = (
+    "<script>window.onerror=function(m){document.documentElement.setAttribute('data-js-error',String(m))};"
+    "window.addEventListener('load',function(){document.documentElement.setAttribute('data-loaded','1')});</script>"
+)
+
+
+def chromium() -> str:
+    found = shutil.which("chromium") or shutil.which("chromium-browser")
+    assert found, "headless Chromium is not installed: run tools/install-host-deps.sh"
+    return found
+
+
+def open_in_browser(page: Path, shot: Path) -> str:
+    """The DOM after load, and a screenshot; fails the test on a JavaScript error."""
+    hooked = page.with_name("hooked-" + page.name)
+    html = page.read_text()
+    hooked.write_text(html.replace("<head>", "<head>" + HOOK, 1))
+    base = [chromium(), "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars", "--window-size=1300,2000"]
+    dom = subprocess.run(
+        [*base, "--virtual-time-budget=5000", "--dump-dom", hooked.as_uri()],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    ).stdout
+    subprocess.run([*base, f"--screenshot={shot}", page.as_uri()], capture_output=True, timeout=120, check=True)
+    assert 'data-js-error="' not in dom, dom[:2000]  # the attribute, not the hook's own text
+    assert 'data-loaded="1"' in dom
+    return dom
+
+
+@pytest.mark.parametrize("nodes,per_node", [(2, 2), (128, 8)])
+def test_the_report_opens_in_chromium_without_error_at_4_and_1024_ranks(tmp_path, combined_tree, nodes, per_node):
+    rng = random.Random(nodes)
+    world = nodes * per_node
+    slow = nodes // 2
+    compute = [50 * (1.3 if r // per_node == slow else 1.0) * rng.gauss(1, 0.02) for r in range(world)]
+    root = combined_tree(tmp_path, compute, ranks_per_node=per_node, bad_file=False)
+    report = _report.build_report(str(root))
+    paths = _render.write_outputs(report, str(tmp_path / "out"))
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    shot = ARTIFACTS / f"report-{world}-ranks.png"
+    dom = open_in_browser(Path(paths["html"]), shot)
+    assert shot.stat().st_size > 10_000  # a page was drawn
+    assert 'id="opening"' in dom and 'id="views"' in dom
+    assert Path(paths["html"]).stat().st_size < 10_000_000
+    if nodes > 2:
+        # The slow node is named before any chart, and is a row of the heat map.
+        named = report["slow_nodes"][0]["node"]
+        assert dom.index(named) < dom.index('id="headline"')
+
+
+def test_the_hook_does_catch_a_javascript_error(tmp_path):
+    """Without this, a page whose script fails would pass the test above unnoticed."""
+    page = tmp_path / "broken.html"
+    page.write_text("<!doctype html><html><head></head><body><script>noSuchFunction()</script></body></html>")
+    with pytest.raises(AssertionError, match="data-js-error"):
+        open_in_browser(page, tmp_path / "broken.png")
