@@ -204,8 +204,8 @@ errors:
   type: list
   elements: dict
 report_warnings:
-  description: What makes the report doubtful though it was written (the report's C(warnings)), such as traces of more than one run
-    (two world sizes, each named with its count of traces).
+  description: What makes the report doubtful though it was written (the report's C(warnings)), such as
+    traces of more than one run (two world sizes, each named with its count of traces).
   returned: when a report was built
   type: list
   elements: str
