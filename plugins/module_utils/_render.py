@@ -467,16 +467,16 @@ def render_html(report: dict) -> str:
         )
     skipped = report.get("skipped_files") or []
     if skipped:
-        shown = ", ".join(_esc(s["file"]) for s in skipped[:5]) + (
+        names = ", ".join(_esc(s["file"]) for s in skipped[:5]) + (
             f" and {len(skipped) - 5} more" if len(skipped) > 5 else ""
         )
-        parts.append(f"<p>Skipped, not profiler traces: {shown}</p>")
+        parts.append(f"<p>Skipped, not profiler traces: {names}</p>")
     parts.append(views_html(report, (report.get("straggler_test") or {}).get("threshold") or 0.1))
     parts.append(_analysis_html(report))
     for title, image in _plots(report):
         parts.append(f"<h2>{_esc(title)}</h2><img alt='{_esc(title)}' src='data:image/png;base64,{image}'>")
     ranks = report["per_rank_summary"]
-    shown = ranks
+    shown: list = ranks
     parts.append("<h2 id='per-rank'>Per rank</h2>")
     if len(ranks) > PAGE_RANKS:
         # At thousands of ranks a table is not read: the ranks that compute longest, the rest in the CSV.
