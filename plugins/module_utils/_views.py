@@ -95,7 +95,7 @@ def histogram_svg(ranks: list, key: str, title: str, unit: str, bins: int = 30) 
     counts = [0] * bins
     for v in values:
         counts[min(int((v - low) / step), bins - 1)] += 1
-    w, h, bar = bins * 14 + 60, 160, 12
+    w, h, bar_w = bins * 14 + 60, 160, 12
     top = max(counts)
     parts = [
         f"<svg xmlns='http://www.w3.org/2000/svg' role='img' width='{w}' height='{h}' viewBox='0 0 {w} {h}'>"
@@ -104,7 +104,7 @@ def histogram_svg(ranks: list, key: str, title: str, unit: str, bins: int = 30) 
     for i, count in enumerate(counts):
         height = 0 if not count else max(1, int(120 * count / top))
         parts.append(
-            f"<rect x='{40 + i * 14}' y='{130 - height}' width='{bar}' height='{height}' fill='#3b7dd8'>"
+            f"<rect x='{40 + i * 14}' y='{130 - height}' width='{bar_w}' height='{height}' fill='#3b7dd8'>"
             f"<title>{count} ranks from {low + i * step:.3g} to {low + (i + 1) * step:.3g} {unit}</title></rect>"
         )
     parts.append(
