@@ -211,7 +211,12 @@ def stragglers(ranks: list, threshold: float, evidence: dict | None = None, alph
             }
         )
         remaining.discard(rank)
-    slow_nodes, node_test = slow_nodes_test(table, arrivals, members, threshold, alpha)
+    # A node is judged by its other ranks: one slow rank of two would move a two-rank node's median
+    # by half its excess, and it is that rank's finding already.
+    named = {s["rank"] for s in slow}
+    unexplained = {node: [r for r in ranks_ if r not in named] for node, ranks_ in members.items()}
+    unexplained = {node: ranks_ for node, ranks_ in unexplained.items() if ranks_}
+    slow_nodes, node_test = slow_nodes_test(table, arrivals, unexplained, threshold, alpha)
     node_need = node_test.get("steps_needed")
     if slow:
         test["verdict"] = f"{len(slow)} straggler(s) at {alpha:.0%} significance"

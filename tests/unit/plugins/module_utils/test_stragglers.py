@@ -117,3 +117,11 @@ def test_too_few_steps_to_name_a_node_says_how_many_it_would_take():
     _slow, slow_nodes, test = _stragglers.stragglers(ranks, 0.1, evidence)
     # Two nodes: alone the slower in 2 of 2 steps is 2 x (1/2)^2 = 50% by chance alone.
     assert slow_nodes == [] and "profile at least 6 steps" in test["node_test"]["verdict"]
+
+
+def test_one_slow_rank_of_a_two_rank_node_is_that_ranks_finding_not_its_nodes():
+    """Two ranks per node (the stand-in's): a rank at 1.5x moves its node's median by 25%; the node
+    is judged by its other rank once the slow rank is named."""
+    ranks, evidence = synthetic(4, seed=11, slow_rank=2, factor=1.5, steps=8, per_node=2)
+    slow, slow_nodes, _test = _stragglers.stragglers(ranks, 0.1, evidence)
+    assert [s["rank"] for s in slow] == [2] and slow_nodes == []
