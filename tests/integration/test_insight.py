@@ -33,9 +33,13 @@ def test_stragglers_and_baseline_on_the_stand_in_cluster(standin_cluster, tmp_pa
         assert record["status"] == "COMPLETED", record["message"]
         return results, report_of(results)
 
-    # Two healthy runs name no straggler; the second, against the first, is no regression.
+    # Two healthy runs name no straggler; the second, against the first, is no regression. Two
+    # healthy runs on this shared 2-core machine differed by 10.6% in step time once (57.8 vs
+    # 64.0 ms, both run alone), beyond the 2-sigma noise of their own steps (6.1 ms): the verdict
+    # sees each run's step-to-step spread, not the machine's run-to-run drift, so this comparison
+    # allows 15% (the 1.5x rank below slows the step by about 30%).
     baseline, first = run(PROFILE)
-    _again, second = run(PROFILE, aorta_baseline=str(baseline))
+    _again, second = run(PROFILE, aorta_baseline=str(baseline), aorta_baseline_tolerance=0.15)
     for report in (first, second):
         assert report["straggler_test"]["steps"] == 4, report["straggler_test"]
         assert report["stragglers"] == [] and report["straggler_test"]["verdict"] == "none stands out"
