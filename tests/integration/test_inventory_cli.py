@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -278,3 +279,21 @@ def test_a_bad_variable_is_one_line_naming_it_and_nothing_reaches_a_node(repo, t
     assert line in result.stdout
     assert "Traceback" not in result.stdout + result.stderr
     assert "UNREACHABLE" not in result.stdout and "Launch Aorta on every node" not in result.stdout
+
+
+def test_a_misspelt_variable_stops_the_playbook_before_any_node_is_contacted(repo, tmp_path):
+    """As an extra var and as a node's host var (host_vars/ beside the cluster file): the first
+    plays name it and the variable meant; preflight never starts, so no node is contacted (the
+    example cluster's nodes do not exist: reaching one would show as unreachable)."""
+    cluster = tmp_path / "cluster.json"
+    cluster.write_text((repo / "inventories/example/cluster.json").read_text())
+    (tmp_path / "host_vars").mkdir()
+    (tmp_path / "host_vars" / "mi300x-r01-n02.mgmt.example.yml").write_text("aorta_gpus_per_nod: 4\n")
+    started = time.monotonic()
+    result = multinode(repo, cluster, extra=["aorta_timout_seconds=60"])
+    elapsed = time.monotonic() - started
+    assert result.returncode != 0 and elapsed < 60
+    assert "aorta_timout_seconds (extra vars) is not a variable of aorta.cluster; did you mean" in result.stdout
+    assert "aorta_gpus_per_nod (host or group vars of mi300x-r01-n02.mgmt.example)" in result.stdout
+    assert "did you mean aorta_gpus_per_node?" in result.stdout
+    assert "Reach every node" not in result.stdout and "unreachable=1" not in result.stdout
