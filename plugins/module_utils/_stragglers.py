@@ -56,6 +56,18 @@ def _steps_needed(candidates: int, alpha: float) -> int | None:
     return next((n for n in range(1, 64) if candidates * (1 / candidates) ** n < alpha), None)
 
 
+def _verdict(found, named, nobody, steps, collectives, need, candidates, noun, alpha) -> str:
+    """The test's one line: how many it named, or why nobody, with the steps it would take."""
+    if found:
+        return f"{len(found)} {named} at {alpha:.0%} significance"
+    if need is not None and steps < need and collectives < need:
+        return (
+            f"{nobody} stands out; {steps} profiled steps cannot show one at {alpha:.0%} "
+            f"significance with {candidates} {noun} (profile at least {need} steps)"
+        )
+    return f"{nobody} stands out"
+
+
 def _node_rows(table: list, members: dict) -> list:
     """Each row ({rank: value}) as {node: the median of its ranks' values}."""
     rows = []
@@ -217,26 +229,18 @@ def stragglers(ranks: list, threshold: float, evidence: dict | None = None, alph
     unexplained = {node: [r for r in ranks_ if r not in named] for node, ranks_ in members.items()}
     unexplained = {node: ranks_ for node, ranks_ in unexplained.items() if ranks_}
     slow_nodes, node_test = slow_nodes_test(table, arrivals, unexplained, threshold, alpha)
-    node_need = node_test.get("steps_needed")
-    if slow:
-        test["verdict"] = f"{len(slow)} straggler(s) at {alpha:.0%} significance"
-    elif need is not None and len(table) < need and n_coll < need:
-        test["verdict"] = (
-            f"none stands out; {len(table)} profiled steps cannot show one at {alpha:.0%} "
-            f"significance with {count} ranks (profile at least {need} steps)"
+    test["verdict"] = _verdict(slow, "straggler(s)", "none", len(table), n_coll, need, count, "ranks", alpha)
+    if len(unexplained) >= 2:  # else slow_nodes_test said why
+        node_test["verdict"] = _verdict(
+            slow_nodes,
+            "slow node(s)",
+            "no node",
+            len(table),
+            n_coll,
+            node_test.get("steps_needed"),
+            len(unexplained),
+            "nodes",
+            alpha,
         )
-    else:
-        test["verdict"] = "none stands out"
-    if slow_nodes:
-        node_test["verdict"] = f"{len(slow_nodes)} slow node(s) at {alpha:.0%} significance"
-    elif len(members) < 2:
-        pass  # slow_nodes_test said why
-    elif node_need is not None and len(table) < node_need and n_coll < node_need:
-        node_test["verdict"] = (
-            f"no node stands out; {len(table)} profiled steps cannot show one at {alpha:.0%} "
-            f"significance with {len(members)} nodes (profile at least {node_need} steps)"
-        )
-    else:
-        node_test["verdict"] = "no node stands out"
     test["node_test"] = node_test
     return slow, slow_nodes, test
