@@ -5,8 +5,8 @@
 """trace_parse in the controller's own Python (documented in plugins/modules/trace_parse.py).
 
 Run as a module it would use the hosts' ansible_python_interpreter, which a cluster file's vars
-often set for every host, implicit localhost included: a Python without matplotlib (a report
-without plots) or msgspec (the slow decoder). Here it runs where ansible-playbook runs.
+often set for every host, implicit localhost included: a Python without msgspec (the slow
+decoder), or without the Jinja2 that draws report.html. Here it runs where ansible-playbook runs.
 """
 
 from __future__ import annotations

@@ -440,17 +440,9 @@ def run_task(p: dict, check_mode: bool = False) -> tuple:
 
 
 def tool_notes() -> dict:
-    """What this Python has for the report: plots (matplotlib) and the fast decoder (msgspec)."""
-    try:
-        import matplotlib  # noqa: F401, PLC0415 - optional, controller only
-
-        plots = True
-    except ImportError:
-        plots = False
+    """What this Python has for the report: the fast decoder (msgspec)."""
     fast = _decode.msgspec is not None
     notes = []
-    if not plots:
-        notes.append("no plots: matplotlib is not installed in the controller's Python (pip install matplotlib)")
     if not fast:
         notes.append("slow decoding: msgspec is not installed in the controller's Python (pip install msgspec)")
-    return {"python": sys.executable, "plots": plots, "fast_decoder": fast, "notes": notes}
+    return {"python": sys.executable, "fast_decoder": fast, "notes": notes}

@@ -1,30 +1,33 @@
 # Copyright (c) aorta.cluster contributors
 # GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""Views of every rank that read at 8 and at 8000 ranks: inline SVG, standard library only.
+"""The geometry of the views of every rank, for the report's template to draw as inline SVG.
 
-Private to this collection. No JavaScript and no plotting library: a node x local-rank heat map
-(a row per node, a cell per GPU, each with a <title> that the browser shows on hover) and a
-histogram of the ranks' values. Colour is the value against the median rank: blue below, white
-at it, red above, saturated at the straggler threshold's multiple, so one slow node is a red row.
+Private to this collection; standard library only. No JavaScript and no plotting library: a node x
+local-rank heat map (a row per node, a cell per GPU, each with a hover title), a histogram of the
+ranks' values, and a stacked bar per rank for small runs. Colour is the value against the median
+rank: blue below, white at it, red above, saturated at the straggler threshold's multiple, so one
+slow node is a red row. These functions return numbers and strings only; _report_template draws.
 """
 
 from __future__ import annotations
 
-import html
 import statistics
 
 CELL_W = 16  # px per local rank
 MAX_H = 14  # px per node when there are few
 MIN_H = 2  # px per node at a thousand nodes: a red row still shows
 LABEL_W = 150
+BAR_RANKS = 64  # a stacked bar per rank up to this many ranks; above, the heat map shows every rank
+
+# The two per-rank figures the views show, with what they are called on the page.
+VIEW_KEYS = (
+    ("compute_per_iteration_ms", "compute per iteration"),
+    ("comm_wait_per_iteration_ms", "exposed communication per iteration"),
+)
 
 
-def _esc(value) -> str:
-    return html.escape(str(value), quote=True)
-
-
-def _colour(ratio: float, span: float) -> str:
+def colour(ratio: float, span: float) -> str:
     """Blue below the median, white at it, red above; saturated at ``span`` either side."""
     t = max(-1.0, min(1.0, (ratio - 1.0) / span)) if span > 0 else 0.0
     if t >= 0:
@@ -51,89 +54,124 @@ def layout(ranks: list) -> tuple:
     return nodes, place, width
 
 
-def heatmap_svg(ranks: list, key: str, title: str, unit: str, span: float = 0.3) -> str:
-    """A node x local-rank heat map of ``key`` (one value per rank), or '' when no rank has it."""
-    values = {r["rank"]: r.get(key) for r in ranks if isinstance(r.get(key), (int, float))}
+def _number(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def heatmap(ranks: list, key: str, title: str, unit: str, span: float = 0.3):
+    """A node x local-rank heat map of ``key`` (one value per rank), or None when no rank has it.
+
+    Cells are tuples (x, y, fill, hover text): 8000 of them are drawn, and a tuple is the cheapest
+    thing for the template to read."""
+    values = {r["rank"]: r.get(key) for r in ranks if _number(r.get(key))}
     if not values:
-        return ""
+        return None
     median = statistics.median(values.values())
     nodes, place, width = layout([r for r in ranks if r["rank"] in values])
     row_h = max(MIN_H, min(MAX_H, 1200 // max(len(nodes), 1)))
-    label = row_h >= 10  # node names fit beside rows of ten pixels or more; else in each cell's title
-    left = LABEL_W if label else 0
-    w, h = left + width * CELL_W + 2, len(nodes) * row_h + 2
-    by_rank = {r["rank"]: r for r in ranks}
-    parts = [
-        f"<svg xmlns='http://www.w3.org/2000/svg' role='img' width='{w}' height='{h}' viewBox='0 0 {w} {h}'>"
-        f"<title>{_esc(title)}</title>"
-    ]
-    if label:
-        for i, node in enumerate(nodes):
-            parts.append(
-                f"<text x='{left - 4}' y='{i * row_h + row_h - 2}' font-size='{min(11, row_h - 1)}' "
-                f"text-anchor='end'>{_esc(node)}</text>"
-            )
+    labelled = row_h >= 10  # node names fit beside rows of ten pixels or more; else in each cell's title
+    left = LABEL_W if labelled else 0
+    node_of = {r["rank"]: r["node"] for r in ranks}
+    cells = []
     for rank, value in values.items():
         i, local = place[rank]
         ratio = value / median if median > 0 else 1.0
-        parts.append(
-            f"<rect x='{left + local * CELL_W}' y='{i * row_h}' width='{CELL_W - 1}' height='{max(row_h - 1, 1)}' "
-            f"fill='{_colour(ratio, span)}'><title>{_esc(by_rank[rank]['node'])} local {local} rank {rank}: "
-            f"{value:.3g} {unit} ({(ratio - 1) * 100:+.0f}%)</title></rect>"
-        )
-    parts.append("</svg>")
-    return "".join(parts)
+        hover = f"{node_of[rank]} local {local} rank {rank}: {value:.3g} {unit} ({(ratio - 1) * 100:+.0f}%)"
+        cells.append((left + local * CELL_W, i * row_h, colour(ratio, span), hover))
+    return {
+        "title": title,
+        "width": left + width * CELL_W + 2,
+        "height": len(nodes) * row_h + 2,
+        "cell_w": CELL_W - 1,
+        "cell_h": max(row_h - 1, 1),
+        "labels": [(left - 4, i * row_h + row_h - 2, node) for i, node in enumerate(nodes)] if labelled else [],
+        "font": min(11, row_h - 1),
+        "cells": cells,
+    }
 
 
-def histogram_svg(ranks: list, key: str, title: str, unit: str, bins: int = 30) -> str:
-    """How ``key`` is distributed across ranks: a bar per bin, its count and range on hover."""
-    values = sorted(r[key] for r in ranks if isinstance(r.get(key), (int, float)))
+def histogram(ranks: list, key: str, title: str, unit: str, bins: int = 30):
+    """How ``key`` is distributed across ranks: a bar per bin with its count and range, or None."""
+    values = sorted(r[key] for r in ranks if _number(r.get(key)))
     if len(values) < 2:
-        return ""
+        return None
     low, high = values[0], values[-1]
     step = (high - low) / bins or 1.0
     counts = [0] * bins
     for v in values:
         counts[min(int((v - low) / step), bins - 1)] += 1
-    w, h, bar_w = bins * 14 + 60, 160, 12
     top = max(counts)
-    parts = [
-        f"<svg xmlns='http://www.w3.org/2000/svg' role='img' width='{w}' height='{h}' viewBox='0 0 {w} {h}'>"
-        f"<title>{_esc(title)}</title>"
-    ]
+    bars = []
     for i, count in enumerate(counts):
         height = 0 if not count else max(1, int(120 * count / top))
-        parts.append(
-            f"<rect x='{40 + i * 14}' y='{130 - height}' width='{bar_w}' height='{height}' fill='#3b7dd8'>"
-            f"<title>{count} ranks from {low + i * step:.3g} to {low + (i + 1) * step:.3g} {unit}</title></rect>"
-        )
-    parts.append(
-        f"<text x='40' y='148' font-size='11'>{low:.3g} {_esc(unit)}</text>"
-        f"<text x='{40 + bins * 14}' y='148' font-size='11' text-anchor='end'>{high:.3g} {_esc(unit)}</text>"
-        f"<text x='36' y='14' font-size='11' text-anchor='end'>{top}</text>"
-    )
-    parts.append("</svg>")
-    return "".join(parts)
+        hover = f"{count} ranks from {low + i * step:.3g} to {low + (i + 1) * step:.3g} {unit}"
+        bars.append((40 + i * 14, 130 - height, height, hover))
+    return {
+        "title": title,
+        "width": bins * 14 + 60,
+        "height": 160,
+        "bar_w": 12,
+        "bars": bars,
+        "low": f"{low:.3g} {unit}",
+        "high": f"{high:.3g} {unit}",
+        "high_x": 40 + bins * 14,
+        "top": top,
+    }
 
 
-def views_html(report: dict, threshold: float) -> str:
-    """The heat maps of compute and exposed communication per iteration, and their distributions."""
+BAR_PARTS = (
+    ("compute", "#3b7dd8"),
+    ("exposed communication", "#e8a33d"),
+    ("other / idle", "#c8c8c8"),
+)
+
+
+def rank_bars(ranks: list, slow: set):
+    """A stacked bar per rank (compute, exposed communication, the rest of its step), named
+    stragglers' labels in red; None above BAR_RANKS ranks, where a bar is a pixel wide."""
+    if not 1 < len(ranks) <= BAR_RANKS:
+        return None
+    rows = sorted(ranks, key=lambda r: r["rank"])
+    parts = []
+    for r in rows:
+        compute = r.get("compute_per_iteration_ms") or 0.0
+        wait = r.get("comm_wait_per_iteration_ms") or 0.0
+        step = r.get("iteration_time_ms") or 0.0
+        parts.append((compute, wait, max(step - compute - wait, 0.0)))
+    top = max((sum(p) for p in parts), default=0.0) or 1.0
+    bar_w, gap, plot_h, left = 18, 6, 160, 48
+    bars = []
+    for i, (r, values) in enumerate(zip(rows, parts)):
+        x, base = left + i * (bar_w + gap), float(10 + plot_h)
+        segments = []
+        for (name, fill), value in zip(BAR_PARTS, values):
+            height = plot_h * value / top
+            base -= height
+            segments.append((round(base, 1), round(height, 1), fill, f"rank {r['rank']} {name}: {value:.3g} ms"))
+        bars.append({"x": x, "label": r["rank"], "slow": r["rank"] in slow, "segments": segments})
+    width = left + len(rows) * (bar_w + gap) + 10
+    return {
+        "width": max(width, left + len(BAR_PARTS) * 170),
+        "height": plot_h + 60,
+        "bar_w": bar_w,
+        "bars": bars,
+        "axis_y": 10 + plot_h,
+        "top": f"{top:.3g} ms",
+        "legend": [(left + i * 170, name, fill) for i, (name, fill) in enumerate(BAR_PARTS)],
+    }
+
+
+def views(report: dict, threshold: float) -> list:
+    """The heat maps of compute and exposed communication per iteration, with their distributions."""
     ranks = report.get("per_rank_summary") or []
     if len(ranks) < 2:
-        return ""
+        return []
     span = max(3 * threshold, 0.1)
     out = []
-    for key, what in (
-        ("compute_per_iteration_ms", "compute per iteration"),
-        ("comm_wait_per_iteration_ms", "exposed communication per iteration"),
-    ):
-        heat = heatmap_svg(ranks, key, f"{what} by node and local rank", "ms", span)
-        if not heat:
-            continue
-        hist = histogram_svg(ranks, key, f"{what} across ranks", "ms")
-        out.append(
-            f"<h3>{_esc(what.capitalize())}: a row per node, a cell per GPU</h3><p>Against the median rank: white at"
-            f" it, red above, blue below, full colour at &plusmn;{span * 100:.0f}%; hover a cell for its node, rank"
-            f" and value.</p>{heat}<p>Across ranks:</p>{hist}"
-        )
-    return f"<h2 id='views'>Every rank</h2>{''.join(out)}" if out else ""
+    for key, what in VIEW_KEYS:
+        heat = heatmap(ranks, key, f"{what} by node and local rank", "ms", span)
+        if heat:
+            out.append(
+                {"what": what, "span": span, "heat": heat, "hist": histogram(ranks, key, f"{what} across ranks", "ms")}
+            )
+    return out

@@ -123,11 +123,11 @@ attributes:
     description:
       - An action plugin of the same name runs the analysis in the controller's own Python, whatever
         the hosts' C(ansible_python_interpreter); the result's C(tools) and report.html say when
-        plots (matplotlib) or the fast decoder (msgspec) are missing there.
+        the fast decoder (msgspec) is missing there. report.html is drawn by Jinja2 (inline SVG, no
+        plotting library).
     support: full
 requirements:
   - msgspec (optional, faster decoding)
-  - matplotlib (optional, for the plots in report.html)
 """
 
 EXAMPLES = r"""

@@ -76,7 +76,7 @@ def test_collection_meta_is_read_by_ansible_builder():
     listed = [line for line in (REPO / "meta/ee-requirements.txt").read_text().splitlines() if line[:1].isalpha()]
     assert python == listed
     requirements = [Requirement(line) for line in python]
-    assert {r.name for r in requirements} == {"msgspec", "matplotlib", "py-spy"}
+    assert {r.name for r in requirements} == {"msgspec", "py-spy"}
     pins = dev_pins()
     for requirement in requirements:
         assert pins[requirement.name] in requirement.specifier, requirement

@@ -239,8 +239,8 @@ def test_outputs_are_written(tmp_path, combined_tree):
     lines = Path(paths["csv"]).read_text().splitlines()
     assert lines[0].startswith("rank,node,file,iteration_time_ms") and len(lines) == 5
     html = Path(paths["html"]).read_text()
-    assert html.count("data:image/png;base64,") == 3
-    assert "<h2>Stragglers</h2><table>" in html and "<td>2</td><td>gpu-b</td>" in html
+    assert "data:image/png" not in html and html.count("<svg") == 5  # 2 heat maps, 2 histograms, the bars
+    assert "<h2>Stragglers</h2><table id='stragglers'>" in html and "<td>2</td><td>gpu-b</td>" in html
 
 
 def test_plain_folder_without_manifest_uses_directories(tmp_path, fixtures_dir):
