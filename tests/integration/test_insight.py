@@ -1,5 +1,6 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""Trace insight on the real 2-node stand-in cluster: healthy runs name no straggler, a rank planted
+"""Trace insight on the real 2-node stand-in cluster: five healthy runs name no straggler and no slow
+node, a rank planted
 at 1.5x compute is named first with its node every time, and trace_report.yml against a healthy
 baseline says regression for the slow runs and not for a healthy one."""
 
@@ -11,10 +12,15 @@ import pytest
 
 pytestmark = pytest.mark.standin
 
-# Four profiled steps of 50 ms compute (the stand-in config runs 6 steps; wait 1, warmup 1): the
-# straggler test needs 4 steps to name one of 4 ranks at 5%, and 5 ms steps on two shared cores
-# are noise.
-PROFILE = {"profiling.wait": 1, "profiling.warmup": 1, "profiling.active": 8, "standin.compute_ms": 50}
+# Six profiled steps of 50 ms compute (8 steps; wait 1, warmup 1): the straggler test needs 4 steps
+# to name one of 4 ranks at 5%, and 5 ms steps on two shared cores are noise.
+PROFILE = {
+    "training.max_steps": 8,
+    "profiling.wait": 1,
+    "profiling.warmup": 1,
+    "profiling.active": 8,
+    "standin.compute_ms": 50,
+}
 SLOW = {**PROFILE, "standin.slow_rank": 2, "standin.slow_factor": 1.5}
 
 
@@ -40,9 +46,11 @@ def test_stragglers_and_baseline_on_the_stand_in_cluster(standin_cluster, tmp_pa
     # allows 15% (the 1.5x rank below slows the step by about 30%).
     baseline, first = run(PROFILE)
     _again, second = run(PROFILE, aorta_baseline=str(baseline), aorta_baseline_tolerance=0.15)
-    for report in (first, second):
-        assert report["straggler_test"]["steps"] == 4, report["straggler_test"]
+    healthy = [first, second] + [run(PROFILE)[1] for _run in range(3)]
+    for report in healthy:
+        assert report["straggler_test"]["steps"] == 6, report["straggler_test"]
         assert report["stragglers"] == [] and report["straggler_test"]["verdict"] == "none stands out"
+        assert report["slow_nodes"] == [], report["straggler_test"]["node_test"]
     assert second["baseline"]["verdict"] in ("same", "within noise"), second["baseline"]
 
     # Three runs with rank 2 at 1.5x compute: named first with its node, a regression every time.
