@@ -198,12 +198,9 @@ def opening_rows(report: dict) -> list:
     return rows
 
 
-def _table(head, rows, left=False) -> dict:
-    """A table for the template: headings, and rows of cells (plain text) with an optional class."""
-    rows = [
-        {"css": r.get("css", ""), "cells": r["cells"]} if isinstance(r, dict) else {"css": "", "cells": r} for r in rows
-    ]
-    return {"head": list(head), "rows": rows, "left": left}
+def _table(head, rows, left=False, css="") -> dict:
+    """A table for the template: headings, rows of cells (plain text), and a class for every row."""
+    return {"head": list(head), "rows": list(rows), "left": left, "css": css}
 
 
 def _why(diagnosis):
@@ -300,18 +297,15 @@ def _straggler_tables(report: dict) -> dict:
             f"{s['node_compute_ms']:.1f}/{s['median_node_compute_ms']:.1f}" for s in node.get("per_step", [])[:8]
         )
         node_rows.append(
-            {
-                "css": "bad",
-                "cells": [
-                    node["node"],
-                    _ranges(node["ranks"]),
-                    f"{node['excess_ratio'] * 100:.0f}%",
-                    f"{node.get('slowest_steps', 0)}/{node.get('steps', 0)} (p={node.get('p_value_steps', 1):.3g})",
-                    f"{node.get('last_arrivals', 0)}/{node.get('collectives', 0)} "
-                    f"(p={node.get('p_value_arrivals', 1):.3g})",
-                    steps,
-                ],
-            }
+            [
+                node["node"],
+                _ranges(node["ranks"]),
+                f"{node['excess_ratio'] * 100:.0f}%",
+                f"{node.get('slowest_steps', 0)}/{node.get('steps', 0)} (p={node.get('p_value_steps', 1):.3g})",
+                f"{node.get('last_arrivals', 0)}/{node.get('collectives', 0)} "
+                f"(p={node.get('p_value_arrivals', 1):.3g})",
+                steps,
+            ]
         )
     slow_nodes = _table(
         (
@@ -323,6 +317,7 @@ def _straggler_tables(report: dict) -> dict:
             "its compute vs the median node, per step (ms)",
         ),
         node_rows,
+        css="bad",  # every slow node is a finding
     )
     test_line = ""
     if test:

@@ -54,8 +54,8 @@ PAGE = r"""
 {%- from 'views.svg' import heatmap, histogram, rank_bars -%}
 {%- macro rows(table) -%}
 <tr>{% for c in table.head %}<th>{{ c }}</th>{% endfor %}</tr>
-{%- for row in table.rows %}<tr{% if row.css %}
-class='{{ row.css }}'{% endif %}>{% for c in row.cells %}<td{% if loop.first and table.left %}
+{%- for row in table.rows %}<tr{% if table.css %}
+class='{{ table.css }}'{% endif %}>{% for c in row %}<td{% if loop.first and table.left %}
 style='text-align:left'{% endif %}>{{ c }}</td>{% endfor %}</tr>{% endfor -%}
 {%- endmacro -%}
 
