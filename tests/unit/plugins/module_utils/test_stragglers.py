@@ -125,3 +125,25 @@ def test_one_slow_rank_of_a_two_rank_node_is_that_ranks_finding_not_its_nodes():
     ranks, evidence = synthetic(4, seed=11, slow_rank=2, factor=1.5, steps=8, per_node=2)
     slow, slow_nodes, _test = _stragglers.stragglers(ranks, 0.1, evidence)
     assert [s["rank"] for s in slow] == [2] and slow_nodes == []
+
+
+FIXTURE_TRACES = Path(__file__).resolve().parents[3] / "fixtures" / "traces"
+# Each real trace alone, and the real multi-rank sets together (set2's 8-rank DLRM and its two
+# sampled ranks of a 128-rank run): recorded on healthy systems, none has a slow rank or node.
+FIXTURE_SETS = sorted(
+    [str(p.relative_to(FIXTURE_TRACES)) for p in FIXTURE_TRACES.rglob("*.json.gz")]
+    + ["set2/dlrm-rank", "set2/sampled-rank"]
+)
+
+
+@pytest.mark.parametrize("name", FIXTURE_SETS)
+def test_every_fixture_trace_and_trace_set_names_nobody(tmp_path, name):
+    folder = tmp_path / "traces"
+    folder.mkdir()
+    sources = [FIXTURE_TRACES / name] if name.endswith(".gz") else sorted(FIXTURE_TRACES.glob(name + "*.json.gz"))
+    assert sources, name
+    for source in sources:
+        (folder / source.name).write_bytes(source.read_bytes())
+    report = _report.build_report(str(folder))
+    assert len(report["per_rank_summary"]) == len(sources)
+    assert (report["stragglers"], report["slow_nodes"]) == ([], []), (report["stragglers"], report["slow_nodes"])
