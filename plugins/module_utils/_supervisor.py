@@ -28,21 +28,17 @@ TAIL_BYTES = 256 * 1024
 def spawn(argv, output_path=None):
     """Start ``argv`` in a session of its own, output appended to ``output_path``; returns its pid.
 
-    fork/exec rather than a shell: the argv reaches the program as it is.
+    posix_spawn rather than a shell: the argv reaches the program as it is. And rather than
+    fork(): the head's supervisor has the aggregator's thread running, and a fork of a threaded
+    process may deadlock in the child before its exec.
     """
-    pid = os.fork()
-    if pid == 0:  # the child: never return into the caller's code
-        try:
-            os.setsid()
-            null = os.open(os.devnull, os.O_RDONLY)
-            os.dup2(null, 0)
-            out = os.open(output_path or os.devnull, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
-            os.dup2(out, 1)
-            os.dup2(out, 2)
-            os.execvp(argv[0], [str(a) for a in argv])
-        except BaseException:
-            os._exit(127)
-    return pid
+    actions = [
+        (os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
+        (os.POSIX_SPAWN_OPEN, 1, output_path or os.devnull, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644),
+        (os.POSIX_SPAWN_DUP2, 1, 2),
+    ]
+    args = [str(a) for a in argv]
+    return os.posix_spawnp(args[0], args, os.environ, file_actions=actions, setsid=True)
 
 
 def reap(pid):
@@ -157,6 +153,11 @@ class Supervisor:
     cleanup_argvs: run in order once the workload has ended, whatever the outcome.
     log_path: where the launch command's output goes; tail_path: the log whose tail is kept.
     progress: a callable returning ``{rank: steps}``, read every ``progress_every`` seconds.
+    watch: the node's side of the head's aggregator (``_aggregator.HeadWatch`` or ``WorkerWatch``):
+    ``join()`` before the launch ('' or why this node must not launch), ``beat(body)`` every
+    ``heartbeat_every`` seconds (None, or the stop the head ordered or the node decided on its own),
+    ``finish(body)`` at the end. A stop is the deadline's path (capture, SIGTERM, grace, SIGKILL)
+    with the outcome ``failed`` and the status's ``cluster_stop`` naming the node it is about.
     """
 
     def __init__(
@@ -177,6 +178,8 @@ class Supervisor:
         tail_path=None,
         progress=None,
         record=None,
+        watch=None,
+        heartbeat_every=3.0,
         poll_seconds=0.5,
         status_every=2.0,
         progress_every=5.0,
@@ -199,6 +202,9 @@ class Supervisor:
         self.log_path = log_path
         self.tail_paths = [t for t in (tail_path, log_path) if t]
         self.progress = progress
+        self.watch = watch
+        self.heartbeat_every = float(heartbeat_every)
+        self.cluster_stop = None
         self.poll = float(poll_seconds)
         self.status_every = float(status_every)
         self.progress_every = float(progress_every)
@@ -271,14 +277,25 @@ class Supervisor:
         self.status["deadline_at"] = round(now_wall + self.timeout, 3)
         self.status["timeout_s"] = self.timeout
         self.status["grace_s"] = self.grace
+        if self.watch is not None:
+            self.status["watch"] = self.watch.role
+            self._write("joining")
+            refused = self._call_watch("join")
+            if refused:
+                self._event(refused)
+                if refused.startswith("fabric"):
+                    self._check_fabric()
+                return self._finish(None, "failed", refused)
+            self._event("joined the head's aggregator")
         try:
             pid = spawn(self.launch_argv, self.log_path)
-        except OSError as exc:
-            return self._finish(None, "failed", f"cannot start {self.launch_argv[0]}: {exc}")
+        except OSError as exc:  # the shell's codes: 126 found but not runnable, 127 not found
+            rc = 126 if exc.errno == errno.EACCES else 127
+            return self._finish(rc, "failed", f"cannot start {self.launch_argv[0]}: {exc}")
         self.status["child_pid"] = pid
         self._event("launched")
         self._write("running")
-        last_status = last_progress = self.clock()
+        last_status = last_progress = last_beat = self.clock()
         while True:
             rc = reap(pid)
             if rc is not None:
@@ -295,21 +312,34 @@ class Supervisor:
             if now - last_status >= self.status_every:
                 self._write()
                 last_status = now
+            if self.watch is not None and now - last_beat >= self.heartbeat_every:
+                last_beat = now
+                self.cluster_stop = self._call_watch("beat", self._body())
+                if self.cluster_stop:
+                    self.status["cluster_stop"] = self.cluster_stop
+                    return self._stop(pid)
             self.sleep(self.poll)
 
     def _stop(self, pid):
-        reason = (
-            f"stopped by {self.stop_requested} to the supervisor"
-            if self.stop_requested
-            else f"deadline of {self.timeout:g}s reached"
-        )
-        timed_out = not self.stop_requested
+        stop = self.cluster_stop
+        if stop:
+            who = "the head" if stop.get("by") == "head" else "this node"
+            reason = f"stopped by {who}: {stop.get('reason')}"
+        elif self.stop_requested:
+            reason = f"stopped by {self.stop_requested} to the supervisor"
+        else:
+            reason = f"deadline of {self.timeout:g}s reached"
+        timed_out = not self.stop_requested and not stop
         self.status["timed_out"] = timed_out
         self._event(reason)
         self._read_progress()  # how far each rank got is the evidence of who everyone waited for
-        if timed_out:
+        capture = timed_out or bool(stop)  # the head's stop captures as the deadline does
+        if capture:
             self._check_fabric()  # while the head still listens: a cut link is told from a closed port
-        if self.diagnose_argvs and timed_out:
+        if self.watch is not None:  # the head must not take this node's stop for a silence
+            self.status["state"] = "diagnosing"
+            self._call_watch("beat", self._body())
+        if self.diagnose_argvs and capture:
             self._diagnose()
         self._write("terminating")
         self._signal(pid, self.term_argv, signal.SIGTERM)
@@ -325,6 +355,26 @@ class Supervisor:
                 rc = wait_for_exit(pid, 5, self.clock, self.sleep)
         self._event("workload ended" if rc is not None else "workload did not end")
         return self._finish(rc, "timeout" if timed_out else "failed", reason)
+
+    def _body(self, finished=False):
+        """What this node tells the head: a few hundred bytes."""
+        return {
+            "state": self.status["state"],
+            "finished": finished,
+            "outcome": self.status["outcome"],
+            "rc": self.status["rc"],
+            "reason": self.status["reason"][:300],
+            "progress": self.status["progress"],
+            "disk_free": (self.status.get("disk") or {}).get("free_bytes"),
+        }
+
+    def _call_watch(self, what, *args):
+        """The watch's answer; a fault in it is recorded, never the end of the supervision."""
+        try:
+            return getattr(self.watch, what)(*args)
+        except Exception as exc:
+            self.status["watch_error"] = f"{what}: {exc}"
+            return None
 
     def _check_fabric(self):
         if self.fabric_check is None:
@@ -373,6 +423,8 @@ class Supervisor:
                 self.status["node_errors"] = self.node_scan(self.status["started_at"], self.status["ended_at"])
             except Exception as exc:  # the scan informs; it never decides the outcome
                 self.status["node_errors"] = {"source": None, "error": f"kernel log scan failed: {exc}", "lines": []}
+        if self.watch is not None:
+            self._call_watch("finish", self._body(finished=True))
         self.status["finished"] = True
         self._event("finished")
         self._write("finished")

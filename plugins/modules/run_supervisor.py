@@ -123,6 +123,64 @@ options:
         description: How long the connection may take.
         type: float
         default: 3
+  watch:
+    description:
+      - "The head watches the run. On the head (O(watch.nodes) given) the supervisor serves an
+        aggregator on O(watch.head_address):O(watch.port) over UDP (the fabric address only; the
+        rendezvous port's number, whose TCP side torchrun uses) until every node has ended. Every
+        node's supervisor reports to it every few seconds (state, steps per rank, exit code, free
+        disk) and gets C(stop) in the answer. A worker launches nothing until the aggregator has
+        answered (else its launch fails with a fabric message)."
+      - "A node that reports a failure, or whose reports stop for O(watch.heartbeat_timeout) seconds,
+        makes the head stop every node (capture, SIGTERM, grace, SIGKILL); a worker that hears nothing
+        from the head for as long stops itself. C(status.cluster_stop) names the node it was about
+        (C(node), C(reason), C(by)). Messages carry an HMAC-SHA256 keyed by O(watch.secret); forged,
+        replayed, oversized or non-JSON ones change nothing."
+      - Without it the node runs on its own deadline alone.
+    type: dict
+    suboptions:
+      node:
+        description: This node's name (its inventory name).
+        type: str
+        required: true
+      head:
+        description: The head's name.
+        type: str
+        required: true
+      nodes:
+        description: On the head only, every node's name, the head first. Empty on a worker.
+        type: list
+        elements: str
+        default: []
+      head_address:
+        description: The head's fabric address.
+        type: str
+        required: true
+      port:
+        description: The UDP port on O(watch.head_address).
+        type: int
+        required: true
+      secret:
+        description: The run's secret (hex), the same on every node. Never logged or written.
+        type: str
+        required: true
+      heartbeat_seconds:
+        description: How often the node reports.
+        type: float
+        default: 3
+      heartbeat_timeout:
+        description: Silence after which the head stops the run (or a worker stops itself).
+        type: float
+        default: 30
+      join_timeout:
+        description: How long a worker waits for the aggregator's first answer, and the head for each
+          node's first report.
+        type: float
+        default: 120
+      stopping_timeout:
+        description: Silence allowed to a node that said it is stopping (capture, grace, kill, cleanup).
+        type: float
+        default: 330
   kernel_log:
     description: Scan the node's kernel log (C(journalctl -k), else C(dmesg)) between the run's start and end.
     type: bool
@@ -182,7 +240,9 @@ status:
       deadline), C(capture_note), C(node_errors) (C(source), C(error), C(lines) of C(at), C(kind), C(line)),
       C(fabric) (when the run did not end well and O(fabric) was given; keys C(interface), C(operstate),
       C(carrier), C(link_up), C(head), C(head_reached), C(error), C(ok), C(at)) and C(disk) (with
-      O(progress_dir); keys C(path), C(free_bytes), C(total_bytes), C(lowest_free_bytes) seen during the run).
+      O(progress_dir); keys C(path), C(free_bytes), C(total_bytes), C(lowest_free_bytes) seen during the run),
+      C(watch) (V(head) or V(worker), with O(watch)) and C(cluster_stop) (when the head stopped the run, or the
+      node stopped itself for a silent head: C(node) it was about, C(reason), C(by)).
   returned: success
   type: dict
 status_path:
@@ -199,7 +259,7 @@ import time
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.aorta.cluster.plugins.module_utils import _fabric, _kernel_log, _probe
+from ansible_collections.aorta.cluster.plugins.module_utils import _aggregator, _fabric, _kernel_log, _probe
 from ansible_collections.aorta.cluster.plugins.module_utils._capture import capture_argvs
 from ansible_collections.aorta.cluster.plugins.module_utils._lease import (
     Lease,
@@ -210,7 +270,11 @@ from ansible_collections.aorta.cluster.plugins.module_utils._lease import (
     refusal,
     shared_dir,
 )
-from ansible_collections.aorta.cluster.plugins.module_utils._supervisor import Supervisor, metrics_progress
+from ansible_collections.aorta.cluster.plugins.module_utils._supervisor import (
+    Supervisor,
+    metrics_progress,
+    write_json_atomic,
+)
 
 # How long past the deadline the lease stays live: SIGTERM and SIGKILL steps, diagnostics, cleanup.
 LEASE_MARGIN_S = 330  # > the SIGKILL wait and the cleanup commands (15 + 240 s), with room
@@ -218,6 +282,26 @@ LEASE_MARGIN_S = 330  # > the SIGKILL wait and the cleanup commands (15 + 240 s)
 
 def status_path(directory, run_id):
     return os.path.join(directory, "runs", f"{run_id}.json")
+
+
+def make_watch(spec, run_id, directory, linger_s):
+    """The node's side of the head's aggregator (raises OSError when the head cannot listen)."""
+    secret = bytes.fromhex(spec["secret"])
+    if spec["nodes"]:
+        aggregator = _aggregator.Aggregator(
+            run_id,
+            secret,
+            spec["nodes"],
+            spec["heartbeat_timeout"],
+            spec["join_timeout"],
+            time.monotonic(),
+            stopping_timeout=spec["stopping_timeout"],
+        )
+        aggregate = os.path.join(directory, "runs", f"{run_id}.cluster.json")
+        link = _aggregator.HeadLink(aggregator, spec["head_address"], spec["port"], aggregate, write=write_json_atomic)
+        return _aggregator.HeadWatch(link, linger_s)
+    link = _aggregator.WorkerLink(secret, run_id, spec["node"], spec["head_address"], spec["port"])
+    return _aggregator.WorkerWatch(link, spec["head"], spec["heartbeat_timeout"], spec["join_timeout"])
 
 
 def main() -> None:
@@ -247,6 +331,21 @@ def main() -> None:
                     "head_address": {"type": "str", "required": True},
                     "head_port": {"type": "int", "required": True},
                     "timeout_seconds": {"type": "float", "default": 3},
+                },
+            },
+            "watch": {
+                "type": "dict",
+                "options": {
+                    "node": {"type": "str", "required": True},
+                    "head": {"type": "str", "required": True},
+                    "nodes": {"type": "list", "elements": "str", "default": []},
+                    "head_address": {"type": "str", "required": True},
+                    "port": {"type": "int", "required": True},
+                    "secret": {"type": "str", "required": True, "no_log": True},
+                    "heartbeat_seconds": {"type": "float", "default": 3},
+                    "heartbeat_timeout": {"type": "float", "default": 30},
+                    "join_timeout": {"type": "float", "default": 120},
+                    "stopping_timeout": {"type": "float", "default": 330},
                 },
             },
             "kernel_log": {"type": "bool", "default": True},
@@ -334,6 +433,17 @@ def main() -> None:
             fabric["timeout_seconds"],
         )
 
+    watch = None
+    if p["watch"]:
+        # The head serves the others until they have ended: at most a stopping node's bound.
+        try:
+            watch = make_watch(p["watch"], p["run_id"], p["directory"], p["watch"]["stopping_timeout"])
+        except (OSError, ValueError) as exc:
+            with contextlib.suppress(LeaseError):
+                lease.release(p["run_id"])
+            where = "{}:{}/udp".format(p["watch"]["head_address"], p["watch"]["port"])
+            module.fail_json(msg=f"cannot serve the run's aggregator on {where}: {exc}", status_path=path)
+
     supervisor = Supervisor(
         launch,
         p["timeout_seconds"],
@@ -351,6 +461,8 @@ def main() -> None:
         tail_path=p["log"],
         progress=progress,
         record={"run_id": p["run_id"], "container": container, "ranks": p["ranks"], "capture_note": capture_note},
+        watch=watch,
+        heartbeat_every=p["watch"]["heartbeat_seconds"] if p["watch"] else 3.0,
     )
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(sig, supervisor.request_stop)

@@ -225,3 +225,57 @@ def test_run_bounded_kills_a_command_past_its_bound():
     assert sv.run_bounded(["sleep", "30"], 0.5) is None
     assert time.monotonic() - started < 5
     assert sv.run_bounded(["false"], 5) == 1
+
+
+class ScriptedWatch:
+    """The head's side as a supervisor sees it, scripted: a join answer, then a stop on beat N."""
+
+    role = "worker"
+
+    def __init__(self, join="", stop_on_beat=None):
+        self.join_answer, self.stop_on_beat = join, stop_on_beat
+        self.bodies, self.final = [], None
+
+    def join(self):
+        return self.join_answer
+
+    def beat(self, body):
+        self.bodies.append(body)
+        if self.stop_on_beat and len(self.bodies) >= self.stop_on_beat:
+            return {"node": "w2", "reason": "no heartbeat from w2 for 30 s", "by": "head"}
+        return None
+
+    def finish(self, body):
+        self.final = body
+
+
+def test_the_heads_stop_captures_then_stops_the_workload_as_failed_naming_the_node(tmp_path):
+    marker, captured = tmp_path / "got-term", tmp_path / "captured"
+    script = f"trap 'touch {marker}; exit 0' TERM; while :; do sleep 0.1; done"
+    watch = ScriptedWatch(stop_on_beat=2)
+    status = make(
+        tmp_path,
+        ["bash", "-c", script],
+        timeout=60,
+        grace=3,
+        watch=watch,
+        heartbeat_every=0.1,
+        diagnose_argvs=[["touch", str(captured)]],
+    ).run()
+    assert status["outcome"] == "failed" and not status["timed_out"] and status["watch"] == "worker"
+    assert status["cluster_stop"] == {"node": "w2", "reason": "no heartbeat from w2 for 30 s", "by": "head"}
+    what = states(status)
+    assert what.index("joined the head's aggregator") < what.index("launched")
+    assert what.index("stopped by the head: no heartbeat from w2 for 30 s") < what.index("SIGTERM sent")
+    assert captured.exists() and marker.exists()  # the capture ran, then SIGTERM
+    # The head heard the node say it was stopping (so its silence is not judged), then its end.
+    assert [b["state"] for b in watch.bodies][-1] == "diagnosing"
+    assert watch.final["finished"] is True and watch.final["outcome"] == "failed"
+
+
+def test_a_node_the_head_refuses_launches_nothing(tmp_path):
+    marker = tmp_path / "ran"
+    refusal = "fabric: the head h's aggregator at 10.0.0.1:29500/udp did not answer in 120 s"
+    status = make(tmp_path, ["touch", str(marker)], watch=ScriptedWatch(join=refusal)).run()
+    assert status["outcome"] == "failed" and status["reason"] == refusal and status["child_pid"] is None
+    assert not marker.exists() and "launched" not in states(status)
