@@ -20,6 +20,7 @@ from ansible.utils.display import Display
 
 from ansible_collections.aorta.cluster.plugins.plugin_utils._progress import (
     load_all_snapshots,
+    named_silent,
     progress_line,
     save_snapshot,
 )
@@ -73,10 +74,13 @@ class ActionModule(ActionBase):
                 misses = 0
             except AnsibleConnectionFailure as exc:
                 misses += 1
-                if misses >= int(args.get("unreachable_polls") or 3):
+                # The head already stopped the run for this node's silence: no need to ask again.
+                silent = named_silent(str(progress_dir), node) if progress_dir else None
+                if silent or misses >= int(args.get("unreachable_polls") or 3):
                     # Data, not Ansible's "unreachable": under any_errors_fatal an unreachable
                     # host (even ignored) would stop every node's wait and lose their outcomes.
-                    result.update(node_unreachable=True, finished=False, polls=polls, status=status, msg=str(exc))
+                    msg = f"{exc} (the others were told: {silent})" if silent else str(exc)
+                    result.update(node_unreachable=True, finished=False, polls=polls, status=status, msg=msg)
                     return result
                 time.sleep(poll)
                 continue

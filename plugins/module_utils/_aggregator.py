@@ -124,9 +124,8 @@ class Aggregator:
         if seq is not None:
             entry["seq"] = seq
         if self.stop is None and body.get("finished") and body.get("outcome") != "ok":
-            self._decide(
-                node, f"{node} {body.get('outcome') or 'failed'}: {body.get('reason') or 'no reason given'}", now
-            )
+            reason = f"{node} {body.get('outcome') or 'failed'}: {body.get('reason') or 'no reason given'}"
+            self._decide(node, "failed", reason, now)
         self.tick(now)
         return self.answer()
 
@@ -143,18 +142,20 @@ class Aggregator:
                 continue
             if entry is None or "at" not in entry:
                 if now - self.started >= self.join_timeout:
-                    return self._decide(node, f"{node} never reported to the head in {self.join_timeout:.0f} s", now)
+                    reason = f"{node} never reported to the head in {self.join_timeout:.0f} s"
+                    return self._decide(node, "silent", reason, now)
             elif now - entry["at"] >= self._bound(entry):
                 silent = now - entry["at"]
-                return self._decide(node, f"no heartbeat from {node} for {silent:.0f} s", now)
+                return self._decide(node, "silent", f"no heartbeat from {node} for {silent:.0f} s", now)
         return None
 
     def _bound(self, entry):
         stopping = entry.get("body", {}).get("state") in STOPPING_STATES
         return self.stopping_timeout if stopping else self.heartbeat_timeout
 
-    def _decide(self, node, reason, now):
-        self.stop = {"node": node, "reason": reason, "after_s": round(now - self.started, 3)}
+    def _decide(self, node, kind, reason, now):
+        """``kind``: ``failed`` (the node said so) or ``silent`` (its reports stopped or never came)."""
+        self.stop = {"node": node, "kind": kind, "reason": reason, "after_s": round(now - self.started, 3)}
         return self.stop
 
     def settled(self):
@@ -322,7 +323,7 @@ class WorkerLink:
 def _stop_of(answer, by):
     if not answer or not answer.get("stop"):
         return None
-    return {"node": answer.get("node"), "reason": answer.get("reason") or "", "by": by}
+    return {"node": answer.get("node"), "kind": answer.get("kind"), "reason": answer.get("reason") or "", "by": by}
 
 
 class HeadWatch:
@@ -380,7 +381,7 @@ class WorkerWatch:
         stop = _stop_of(self.link.report(body), "head")
         if stop is None and self.link.silent_s() >= self.heartbeat_timeout:
             reason = f"no answer from the head {self.head} for {self.link.silent_s():.0f} s"
-            stop = {"node": self.head, "reason": reason, "by": "self"}
+            stop = {"node": self.head, "kind": "silent", "reason": reason, "by": "self"}
         return stop
 
     def finish(self, body):

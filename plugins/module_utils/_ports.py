@@ -1,7 +1,7 @@
 # Copyright (c) aorta.cluster contributors
 # GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""TCP port selection on the node that will listen (target side, standard library only).
+"""Port selection (TCP and UDP) on the node that will listen (target side, standard library only).
 
 Private to this collection. Runs on the node's Python (>= 3.9 syntax).
 """
@@ -35,24 +35,27 @@ def _family(address: str) -> int:
 
 
 def can_bind(port: int, address: str) -> bool:
-    """True when a TCP listener could bind ``address:port`` now.
+    """True when a TCP listener and a UDP socket could both bind ``address:port`` now: torchrun's
+    store takes the TCP side, the head's aggregator (``_aggregator``) the UDP side.
 
     No SO_REUSEADDR: a port that another socket holds in any state counts as taken.
     Raises PortError when the address itself is not on this node.
     """
-    sock = socket.socket(_family(address), socket.SOCK_STREAM)
-    try:
-        sock.bind((address, port))
-        sock.listen(1)
-        return True
-    except OSError as exc:
-        if exc.errno == errno.EADDRNOTAVAIL:
-            raise PortError(f"address {address} is not configured on this node") from None
-        if exc.errno in (errno.EADDRINUSE, errno.EACCES):
-            return False
-        raise
-    finally:
-        sock.close()
+    for kind in (socket.SOCK_STREAM, socket.SOCK_DGRAM):
+        sock = socket.socket(_family(address), kind)
+        try:
+            sock.bind((address, port))
+            if kind == socket.SOCK_STREAM:
+                sock.listen(1)
+        except OSError as exc:
+            if exc.errno == errno.EADDRNOTAVAIL:
+                raise PortError(f"address {address} is not configured on this node") from None
+            if exc.errno in (errno.EADDRINUSE, errno.EACCES):
+                return False
+            raise
+        finally:
+            sock.close()
+    return True
 
 
 def candidates(start: int, end: int, exclude=(), avoid=None, rng=None):

@@ -396,6 +396,8 @@ def main() -> None:
     lease = Lease(p["directory"])
     now = time.time()
     expires = now + p["timeout_seconds"] + 2 * p["grace_seconds"] + p["diagnose_seconds"] + LEASE_MARGIN_S
+    if p["watch"] and p["watch"]["nodes"]:  # the head serves the others after its own end
+        expires += p["watch"]["stopping_timeout"]
     try:
         shared_dir(p["directory"])
         shared_dir(os.path.dirname(path))

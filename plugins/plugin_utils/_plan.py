@@ -18,13 +18,26 @@ DIAGNOSE_S = 30  # the diagnostics step's bound at the deadline (run_supervisor'
 KILL_WAIT_S = 15  # after SIGKILL: the workload's end, then the exec client's
 CLEANUP_S = 240  # hand-back of the files and container removal (two commands of at most 120 s)
 SETUP_MARGIN_S = 600
+JOIN_S = 120  # a worker's wait for the head's aggregator, and the head's for each node's first report
+HEARTBEAT_TIMEOUT_S = 30  # aorta_heartbeat_timeout's default: a blip must not end a 1000-node run
+STOP_MARGIN_S = 30
 
 
-def launch_deadlines(timeout_seconds: Any, grace_seconds: Any, setup_timeout_seconds: Any) -> dict[str, int]:
-    """Seconds for each bound, from aorta_timeout_seconds, aorta_kill_grace_seconds and
-    aorta_setup_timeout_seconds.
+def launch_deadlines(
+    timeout_seconds: Any,
+    grace_seconds: Any,
+    setup_timeout_seconds: Any,
+    heartbeat_timeout_seconds: Any = HEARTBEAT_TIMEOUT_S,
+) -> dict[str, int]:
+    """Seconds for each bound, from aorta_timeout_seconds, aorta_kill_grace_seconds,
+    aorta_setup_timeout_seconds and aorta_heartbeat_timeout.
 
-    supervisor_end_s: the latest a supervisor can finish (deadline, diagnostics, grace, kill, cleanup);
+    heartbeat_timeout_s: a node's silence after which the head stops the run;
+    join_s: how long a worker waits for the head's aggregator (and the head for each first report);
+    stopping_s: the silence allowed a node that said it is stopping (capture, grace, kill, cleanup),
+    which is also how long the head serves the others after its own end;
+    supervisor_end_s: the latest a supervisor can finish (deadline, diagnostics, grace, kill,
+    cleanup, and on the head the wait for the others' end);
     wait_s: how long the controller watches a node before it gives up on it;
     async_s: the async job's limit, after which Ansible's wrapper kills the supervisor;
     setup_lease_s: how long preflight's lease holds before the supervisor renews it;
@@ -32,20 +45,25 @@ def launch_deadlines(timeout_seconds: Any, grace_seconds: Any, setup_timeout_sec
     """
     try:
         timeout, grace, setup = int(timeout_seconds), int(grace_seconds), int(setup_timeout_seconds)
+        heartbeat = int(heartbeat_timeout_seconds)
     except (TypeError, ValueError):
         raise LaunchError(
-            "launch_deadlines: aorta_timeout_seconds, aorta_kill_grace_seconds and "
-            "aorta_setup_timeout_seconds must be whole numbers"
+            "launch_deadlines: aorta_timeout_seconds, aorta_kill_grace_seconds, "
+            "aorta_setup_timeout_seconds and aorta_heartbeat_timeout must be whole numbers"
         ) from None
-    if timeout < 1 or grace < 0 or setup < 1:
+    if timeout < 1 or grace < 0 or setup < 1 or heartbeat < 1:
         raise LaunchError("launch_deadlines: timeouts must be at least 1 and the grace at least 0")
-    supervisor_end = timeout + DIAGNOSE_S + grace + KILL_WAIT_S + CLEANUP_S
+    stopping = DIAGNOSE_S + grace + KILL_WAIT_S + CLEANUP_S + STOP_MARGIN_S
+    supervisor_end = timeout + DIAGNOSE_S + grace + KILL_WAIT_S + CLEANUP_S + stopping
     wait = supervisor_end + 60
     async_limit = wait + 300
     return {
         "timeout_s": timeout,
         "grace_s": grace,
         "diagnose_s": DIAGNOSE_S,
+        "heartbeat_timeout_s": heartbeat,
+        "join_s": JOIN_S,
+        "stopping_s": stopping,
         "supervisor_end_s": supervisor_end,
         "wait_s": wait,
         "async_s": async_limit,

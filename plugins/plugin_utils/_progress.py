@@ -77,3 +77,18 @@ def load_all_snapshots(directory: str) -> dict[str, dict[str, Any]]:
         except (OSError, ValueError):
             continue
     return found
+
+
+def named_silent(directory: str, node: str) -> str | None:
+    """Why the other nodes' supervisors were told that ``node`` went silent (the head heard nothing
+    from it, or the workers nothing from the head), from their kept status records; else None.
+    A node the controller cannot reach either is gone: its wait need not ask again."""
+    try:
+        snapshots = load_all_snapshots(directory)
+    except OSError:
+        return None
+    for name, snap in snapshots.items():
+        stop = snap.get("cluster_stop")
+        if name != node and isinstance(stop, Mapping) and stop.get("kind") == "silent" and stop.get("node") == node:
+            return str(stop.get("reason") or "went silent")
+    return None

@@ -166,14 +166,28 @@ def fabric_suspects(nodes: Sequence[Mapping[str, Any]]) -> list[str]:
 
 def node_trouble(nodes: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     """What the supervisors saw go wrong on a node itself, a row per finding: the nodes whose fabric
-    path broke (``fabric_suspects``, with their ``check``), then those whose output disk filled
-    (``disk_full``). run_status names these nodes first; the diagnosis lists the rows."""
+    path broke (``fabric_suspects``, with their ``check``), those that went silent
+    (``silent_nodes``), then those whose output disk filled (``disk_full``). run_status names these
+    nodes first; the diagnosis lists the rows."""
     by_name = {str(n.get("name")): n for n in nodes}
     rows = [
         {"node": name, "text": fabric_text(by_name[name].get("fabric") or {}), "check": by_name[name].get("fabric")}
         for name in fabric_suspects(nodes)
     ]
+    rows += silent_nodes(nodes)
     return rows + [{"node": str(n.get("name")), "text": disk_text(n["disk_full"])} for n in nodes if n.get("disk_full")]
+
+
+def silent_nodes(nodes: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """The nodes that went silent during the run, as the supervisors were told (``cluster_stop`` of
+    kind ``silent``: the head heard nothing from the node, or a worker nothing from the head), a row
+    each with the first reason given. A silent node cannot say why it stopped: this is its evidence."""
+    found: dict[str, str] = {}
+    for node in nodes:
+        stop = node.get("cluster_stop")
+        if isinstance(stop, Mapping) and stop.get("kind") == "silent" and stop.get("node"):
+            found.setdefault(str(stop["node"]), str(stop.get("reason") or "went silent"))
+    return [{"node": name, "text": text} for name, text in found.items()]
 
 
 def _laggard_nodes(nodes: Sequence[Mapping[str, Any]]) -> set[str]:

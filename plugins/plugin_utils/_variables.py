@@ -124,6 +124,8 @@ RULES: dict[str, Callable[[Any], str | None]] = {
     "aorta_setup_timeout_seconds": _at_least(1),
     "aorta_kill_grace_seconds": _at_least(0),
     "aorta_poll_seconds": _at_least(1),
+    # Three reports (every 3 s) lost in a row must not stop a run.
+    "aorta_heartbeat_timeout": _at_least(10),
     "aorta_connect_timeout": _at_least(1),
     "aorta_fabric_check_timeout": _at_least(1),
     "aorta_gpus_per_node": _at_least(1),
@@ -252,6 +254,7 @@ INTERNAL = frozenset(
         "aorta_run_dir_in_container",
         "aorta_run_nodes",
         "aorta_run_started_epoch",
+        "aorta_run_secret_resolved",
         "aorta_run_status",
         "aorta_setup",
         "aorta_node_setup_own",

@@ -40,6 +40,7 @@ USER = frozenset(
         "aorta_fail_on_threshold",
         "aorta_flight_recorder_entries",
         "aorta_gpus_per_node",
+        "aorta_heartbeat_timeout",
         "aorta_image_archive",
         "aorta_image_archive_remote_dir",
         "aorta_include_unlinked_kernels",

@@ -127,6 +127,37 @@ def test_a_node_whose_fabric_link_went_down_is_named_first_although_every_rank_w
     assert "w1 (timeout, exit -1, fabric eth1 down)" in status["message"]
 
 
+def stopped(name, rank, about, kind="silent", reason="", state="failed"):
+    stop = {"node": about, "kind": kind, "reason": reason or f"no heartbeat from {about} for 31 s", "by": "head"}
+    return {"name": name, "rank": rank, "state": state, "exit_code": -15, "cluster_stop": stop}
+
+
+def test_a_node_the_head_heard_nothing_from_is_named_first_with_the_heads_reason():
+    """A worker's node died: it is unreachable and cannot say why; the survivors were stopped by the
+    head, whose reason is the evidence."""
+    nodes = [
+        stopped("head", 0, "w2"),
+        stopped("w1", 1, "w2"),
+        {"name": "w2", "rank": 2, "state": "unreachable", "exit_code": None},
+    ]
+    status = F["run_status"](nodes)
+    assert status["status"] == "FAILED" and status["first_failure"] == "w2"
+    assert "w2 (unreachable, exit None, no heartbeat from w2 for 31 s)" in status["message"]
+
+
+def test_a_head_every_worker_lost_is_named_and_a_reported_failure_adds_no_row():
+    gone = "no answer from the head head for 30 s"
+    nodes = [
+        {"name": "head", "rank": 0, "state": "unreachable", "exit_code": None},
+        stopped("w1", 1, "head", reason=gone),
+        stopped("w2", 2, "head", reason=gone),
+    ]
+    assert F["run_status"](nodes)["first_failure"] == "head"
+    # A node that said it failed is judged by its own exit and torchrun's summary, as before.
+    failed = [stopped("head", 0, "w1", kind="failed"), {"name": "w1", "rank": 1, "state": "failed", "exit_code": 1}]
+    assert F["run_status"](failed)["message"].count("heartbeat") == 0
+
+
 def test_a_worker_that_cannot_reach_the_head_is_named_but_if_no_worker_can_the_head_is():
     one = [
         timed_out("head", 0, fabric(head_reached=None)),

@@ -98,7 +98,7 @@ def test_a_node_that_reports_a_failure_stops_everyone_naming_it():
     answer = agg.report(
         "w2", {"state": "cleaning", "finished": True, "outcome": "failed", "reason": "exit code 1"}, 2.0
     )
-    assert answer == {"stop": True, "node": "w2", "reason": "w2 failed: exit code 1", "after_s": 2.0}
+    assert answer == {"stop": True, "node": "w2", "kind": "failed", "reason": "w2 failed: exit code 1", "after_s": 2.0}
     assert agg.report("w1", running(), 3.0)["stop"] is True  # the next report of every other node hears it
     # Later failures (the peers that lost w2) do not change whom the stop is about.
     agg.report("w1", {"state": "cleaning", "finished": True, "outcome": "failed"}, 4.0)
@@ -114,7 +114,12 @@ def test_a_node_silent_for_the_heartbeat_timeout_is_named_and_not_before():
         agg.report("w1", running(), float(t))
         assert agg.stop is None, t
     agg.report("w1", running(), 30.0)
-    assert agg.tick(30.0) == {"node": "w2", "reason": "no heartbeat from w2 for 30 s", "after_s": 30.0}
+    assert agg.tick(30.0) == {
+        "node": "w2",
+        "kind": "silent",
+        "reason": "no heartbeat from w2 for 30 s",
+        "after_s": 30.0,
+    }
     assert not agg.settled()  # the others are still stopping
     for node in ("head", "w1"):
         agg.report(node, {"state": "cleaning", "finished": True, "outcome": "failed"}, 40.0)
@@ -202,7 +207,7 @@ def test_workers_join_report_and_hear_the_heads_stop_over_udp(head):
     assert w1.join() == "" and w2.join() == ""
     assert watch.beat(running()) is None and w1.beat(running()) is None
     w2.finish({"state": "cleaning", "finished": True, "outcome": "failed", "reason": "exit code 7"})
-    assert w1.beat(running()) == {"node": "w2", "reason": "w2 failed: exit code 7", "by": "head"}
+    assert w1.beat(running()) == {"node": "w2", "kind": "failed", "reason": "w2 failed: exit code 7", "by": "head"}
     assert watch.beat(running())["node"] == "w2"
     watch.link.close()
     final = written[-1]
@@ -248,7 +253,8 @@ def test_a_worker_whose_head_goes_quiet_stops_itself_naming_the_head(head):
     assert w1.beat(running()) is None
     clock.offset = 31.0
     stop = w1.beat(running())
-    assert stop["node"] == "head" and stop["by"] == "self" and "no answer from the head head" in stop["reason"]
+    assert (stop["node"], stop["kind"], stop["by"]) == ("head", "silent", "self")
+    assert stop["reason"].startswith("no answer from the head head for 3")  # 31 s and what the test took
 
 
 def test_the_head_keeps_serving_after_its_own_end_until_every_node_has_ended(head):

@@ -40,6 +40,18 @@ def test_can_bind_sees_a_listener_on_a_specific_address():
     assert _ports.can_bind(base, "0.0.0.0")
 
 
+def test_a_port_whose_udp_side_is_held_is_not_free():
+    """The head's aggregator takes the UDP side of the rendezvous port's number."""
+    base = free_block(1)
+    sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    sock.bind(("127.0.0.1", base))
+    try:
+        assert not _ports.can_bind(base, "127.0.0.1") and not _ports.can_bind(base, "0.0.0.0")
+    finally:
+        sock.close()
+    assert _ports.can_bind(base, "127.0.0.1")
+
+
 def test_held_and_excluded_ports_are_never_returned():
     base = free_block(4)
     held = [hold(base), hold(base + 1, "0.0.0.0")]

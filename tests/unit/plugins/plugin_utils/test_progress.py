@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from ansible_collections.aorta.cluster.plugins.plugin_utils._progress import (
     load_all_snapshots,
+    named_silent,
     progress_line,
     save_snapshot,
 )
@@ -45,3 +46,16 @@ def test_snapshots_round_trip_without_the_log_tail(tmp_path):
     loaded = load_all_snapshots(str(tmp_path))
     assert list(loaded) == ["10.0.0.1"]
     assert loaded["10.0.0.1"]["progress"] == {"0": 2} and "log_tail" not in loaded["10.0.0.1"]
+
+
+def test_a_node_the_head_named_silent_is_known_gone_to_its_own_wait(tmp_path):
+    save_snapshot(str(tmp_path), "w1", snap())
+    assert named_silent(str(tmp_path), "w2") is None
+    stop = {"node": "w2", "kind": "silent", "reason": "no heartbeat from w2 for 31 s", "by": "head"}
+    save_snapshot(str(tmp_path), "w1", dict(snap(), cluster_stop=stop))
+    assert named_silent(str(tmp_path), "w2") == "no heartbeat from w2 for 31 s"
+    assert named_silent(str(tmp_path), "w1") is None
+    failed = dict(stop, kind="failed")  # a node that said it failed answers for itself
+    save_snapshot(str(tmp_path), "w1", dict(snap(), cluster_stop=failed))
+    assert named_silent(str(tmp_path), "w2") is None
+    assert named_silent(str(tmp_path / "missing"), "w2") is None
