@@ -81,7 +81,8 @@ integration: venv
 # The fault matrix alone (also part of `make test`): prints fault, expected, got, seconds, left on nodes.
 faults: venv
 	$(BIN)/pytest tests/integration/test_faults.py \
-		tests/integration/test_supervision.py::test_a_node_that_dies_mid_run_is_named_and_the_others_are_still_collected
+		tests/integration/test_supervision.py::test_the_head_stops_the_run_within_90_s_when_a_workers_node_dies \
+		tests/integration/test_supervision.py::test_the_workers_stop_the_run_within_90_s_when_the_heads_node_dies
 
 # molecule drives the collection's playbook against its own stand-in cluster (before pytest's,
 # so pytest's summary is the last line CI reads).

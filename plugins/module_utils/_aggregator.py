@@ -101,7 +101,8 @@ class Aggregator:
         self.started = now
         self.seen = {}  # node -> {"at": monotonic, "body": last body, "seq": last accepted seq}
         self.refused = dict.fromkeys(REFUSALS, 0)
-        self.stop = None  # {"node", "reason", "at"} once decided; never undone
+        self.stop = None  # {"node", "kind", "reason", "after_s"} once decided; never undone
+        self.silent = {}  # node -> why it counts as gone (its reports stopped or never came)
 
     def receive(self, data, now):
         """Handle one datagram: the reply datagram to send back, or None (refused, and counted)."""
@@ -133,21 +134,21 @@ class Aggregator:
         return {"stop": self.stop is not None, **(self.stop or {})}
 
     def tick(self, now):
-        """Name a node whose reports stopped (or never came) once its bound has passed."""
-        if self.stop is not None:
-            return self.stop
+        """Name every node whose reports stopped (or never came) once its bound has passed, in
+        ``silent``, even after a stop (a dead node often shows first as its peers' failures); the
+        first one found stops the run unless something already did."""
         for node in self.nodes:
             entry = self.seen.get(node)
-            if entry is not None and entry.get("body", {}).get("finished"):
+            if node in self.silent or (entry is not None and entry.get("body", {}).get("finished")):
                 continue
             if entry is None or "at" not in entry:
                 if now - self.started >= self.join_timeout:
-                    reason = f"{node} never reported to the head in {self.join_timeout:.0f} s"
-                    return self._decide(node, "silent", reason, now)
+                    self.silent[node] = f"{node} never reported to the head in {self.join_timeout:.0f} s"
             elif now - entry["at"] >= self._bound(entry):
-                silent = now - entry["at"]
-                return self._decide(node, "silent", f"no heartbeat from {node} for {silent:.0f} s", now)
-        return None
+                self.silent[node] = f"no heartbeat from {node} for {now - entry['at']:.0f} s"
+            if node in self.silent and self.stop is None:
+                self._decide(node, "silent", self.silent[node], now)
+        return self.stop
 
     def _bound(self, entry):
         stopping = entry.get("body", {}).get("state") in STOPPING_STATES
@@ -159,14 +160,16 @@ class Aggregator:
         return self.stop
 
     def settled(self):
-        """Every node has reported its end, or the run was stopped and every node still heard from
-        has ended (a node gone silent is not waited for)."""
-        done = [n for n in self.nodes if self.seen.get(n, {}).get("body", {}).get("finished")]
-        if len(done) == len(self.nodes):
-            return True
-        return self.stop is not None and all(
-            n in done or n == self.stop["node"] or "at" not in self.seen.get(n, {}) for n in self.nodes
-        )
+        """Every node has reported its end or is gone silent; after a stop, a node never heard from
+        is not waited for either (it cannot have launched)."""
+        for node in self.nodes:
+            entry = self.seen.get(node) or {}
+            if node in self.silent or entry.get("body", {}).get("finished"):
+                continue
+            if self.stop is not None and "at" not in entry:
+                continue
+            return False
+        return True
 
     def aggregate(self, now):
         """The whole run as the controller reads it (no secret)."""
@@ -190,6 +193,7 @@ class Aggregator:
             "head": self.head,
             "nodes": nodes,
             "stop": self.stop,
+            "silent": dict(self.silent),
             "settled": self.settled(),
             "refused": dict(self.refused),
             "elapsed_s": round(now - self.started, 3),
@@ -328,12 +332,14 @@ def _stop_of(answer, by):
 
 class HeadWatch:
     """What the head's supervisor asks: its own reports go to the aggregator without the network;
-    at its end it keeps serving the others until every node has ended (or ``linger_s``)."""
+    after its own end it keeps serving the others (``waiting()``) until every node has ended or
+    gone silent, or ``linger_s`` has passed."""
 
     role = "head"
 
-    def __init__(self, link, linger_s, clock=time.monotonic, sleep=time.sleep):
-        self.link, self.linger_s, self.clock, self.sleep = link, float(linger_s), clock, sleep
+    def __init__(self, link, linger_s, clock=time.monotonic):
+        self.link, self.linger_s, self.clock = link, float(linger_s), clock
+        self.linger_end = None
 
     def join(self):
         self.link.start()
@@ -344,9 +350,19 @@ class HeadWatch:
 
     def finish(self, body):
         self.link.report(body)
-        end = self.clock() + self.linger_s
-        while not self.link.settled() and self.clock() < end:
-            self.sleep(0.5)
+        self.linger_end = self.clock() + self.linger_s
+
+    def waiting(self):
+        with self.link.lock:
+            self.link.aggregator.tick(self.clock())
+        return not self.link.settled() and self.clock() < self.linger_end
+
+    def silent(self):
+        """The nodes the head counts as gone, with why (for the status and the controller)."""
+        with self.link.lock:
+            return dict(self.link.aggregator.silent)
+
+    def close(self):
         self.link.close()
 
 
@@ -388,4 +404,14 @@ class WorkerWatch:
         for _attempt in range(3):  # a lost datagram is asked again; a gone head is not waited for
             if self.link.report(body) is not None:
                 break
+
+    @staticmethod
+    def waiting():
+        return False
+
+    @staticmethod
+    def silent():
+        return {}
+
+    def close(self):
         self.link.close()

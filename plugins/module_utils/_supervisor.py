@@ -38,7 +38,8 @@ def spawn(argv, output_path=None):
         (os.POSIX_SPAWN_DUP2, 1, 2),
     ]
     args = [str(a) for a in argv]
-    return os.posix_spawnp(args[0], args, os.environ, file_actions=actions, setsid=True)
+    # Not AnsibleModule.run_command: the child must outlive this call in a session of its own.
+    return os.posix_spawnp(args[0], args, os.environ, file_actions=actions, setsid=True)  # pylint: disable=ansible-bad-function
 
 
 def reap(pid):
@@ -156,8 +157,10 @@ class Supervisor:
     watch: the node's side of the head's aggregator (``_aggregator.HeadWatch`` or ``WorkerWatch``):
     ``join()`` before the launch ('' or why this node must not launch), ``beat(body)`` every
     ``heartbeat_every`` seconds (None, or the stop the head ordered or the node decided on its own),
-    ``finish(body)`` at the end. A stop is the deadline's path (capture, SIGTERM, grace, SIGKILL)
-    with the outcome ``failed`` and the status's ``cluster_stop`` naming the node it is about.
+    ``finish(body)`` at the end, then ``waiting()`` while the head serves the others (``silent()``:
+    the nodes it counts as gone, the status's ``silent_nodes``), then ``close()``. A stop is the
+    deadline's path (capture, SIGTERM, grace, SIGKILL) with the outcome ``failed`` and the status's
+    ``cluster_stop`` naming the node it is about.
     """
 
     def __init__(
@@ -368,6 +371,21 @@ class Supervisor:
             "disk_free": (self.status.get("disk") or {}).get("free_bytes"),
         }
 
+    def _see_the_others_out(self):
+        """The final report; on the head, serving the others until they have ended or gone silent
+        (the status meanwhile names the silent ones: the controller reads it)."""
+        self._call_watch("finish", self._body(finished=True))
+        while self._call_watch("waiting"):
+            silent = self._call_watch("silent")
+            if silent and silent != self.status.get("silent_nodes"):
+                self.status["silent_nodes"] = silent
+                self._write()
+            self.sleep(0.5)
+        silent = self._call_watch("silent")
+        if silent:
+            self.status["silent_nodes"] = silent
+        self._call_watch("close")
+
     def _call_watch(self, what, *args):
         """The watch's answer; a fault in it is recorded, never the end of the supervision."""
         try:
@@ -424,7 +442,7 @@ class Supervisor:
             except Exception as exc:  # the scan informs; it never decides the outcome
                 self.status["node_errors"] = {"source": None, "error": f"kernel log scan failed: {exc}", "lines": []}
         if self.watch is not None:
-            self._call_watch("finish", self._body(finished=True))
+            self._see_the_others_out()
         self.status["finished"] = True
         self._event("finished")
         self._write("finished")

@@ -242,7 +242,8 @@ status:
       C(carrier), C(link_up), C(head), C(head_reached), C(error), C(ok), C(at)) and C(disk) (with
       O(progress_dir); keys C(path), C(free_bytes), C(total_bytes), C(lowest_free_bytes) seen during the run),
       C(watch) (V(head) or V(worker), with O(watch)) and C(cluster_stop) (when the head stopped the run, or the
-      node stopped itself for a silent head: C(node) it was about, C(reason), C(by)).
+      node stopped itself for a silent head; keys C(node) it was about, C(kind), C(reason), C(by)) and C(silent_nodes)
+      (on the head, the nodes it counted as gone, with why).
   returned: success
   type: dict
 status_path:

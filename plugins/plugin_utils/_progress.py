@@ -88,7 +88,12 @@ def named_silent(directory: str, node: str) -> str | None:
     except OSError:
         return None
     for name, snap in snapshots.items():
+        if name == node:
+            continue
         stop = snap.get("cluster_stop")
-        if name != node and isinstance(stop, Mapping) and stop.get("kind") == "silent" and stop.get("node") == node:
+        if isinstance(stop, Mapping) and stop.get("kind") == "silent" and stop.get("node") == node:
             return str(stop.get("reason") or "went silent")
+        silent = snap.get("silent_nodes")  # the head's view while it serves the others
+        if isinstance(silent, Mapping) and node in silent:
+            return str(silent[node])
     return None

@@ -180,13 +180,18 @@ def node_trouble(nodes: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
 
 def silent_nodes(nodes: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     """The nodes that went silent during the run, as the supervisors were told (``cluster_stop`` of
-    kind ``silent``: the head heard nothing from the node, or a worker nothing from the head), a row
-    each with the first reason given. A silent node cannot say why it stopped: this is its evidence."""
+    kind ``silent``: the head heard nothing from the node, or a worker nothing from the head) and as
+    the head saw them at its end (``silent_nodes``), a row each with the first reason given. A
+    silent node cannot say why it stopped: this is its evidence."""
     found: dict[str, str] = {}
     for node in nodes:
         stop = node.get("cluster_stop")
         if isinstance(stop, Mapping) and stop.get("kind") == "silent" and stop.get("node"):
             found.setdefault(str(stop["node"]), str(stop.get("reason") or "went silent"))
+        # The head's own view at its end: every node it counted as gone, not only the first.
+        silent = node.get("silent_nodes")
+        for name, reason in silent.items() if isinstance(silent, Mapping) else ():
+            found.setdefault(str(name), str(reason))
     return [{"node": name, "text": text} for name, text in found.items()]
 
 

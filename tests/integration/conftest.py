@@ -69,9 +69,17 @@ class Cluster:
         run_json = results / "run.json"
         return proc, json.loads(run_json.read_text()) if run_json.exists() else None, results, elapsed
 
-    def start(self, tmp_path: Path, run_id: str, *extra_args: str, inventory: Path | None = None, **extra_vars):
+    def start(
+        self,
+        tmp_path: Path,
+        run_id: str,
+        *extra_args: str,
+        inventory: Path | None = None,
+        environment: dict | None = None,
+        **extra_vars,
+    ):
         """ansible-playbook in its own session (so a kill reaches every fork and ssh), output to a
-        file; returns (process, results dir, output file)."""
+        file, with ``environment`` added to its own; returns (process, results dir, output file)."""
         results = tmp_path / f"results-{run_id}"
         out = tmp_path / f"{run_id}.out"
         argv = [
@@ -83,7 +91,12 @@ class Cluster:
         ]
         with open(out, "w") as log:  # the child keeps its own copy of the descriptor
             proc = subprocess.Popen(
-                argv, cwd=REPO, env=ENV, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+                argv,
+                cwd=REPO,
+                env=dict(ENV, **(environment or {})),
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
             )
         return proc, results, out
 

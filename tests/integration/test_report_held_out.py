@@ -125,7 +125,7 @@ def build(root: Path) -> str:
     rng = random.Random(SEED)
     slow = rng.randrange(NODES)
     names = [f"mi300x-r{n // 16:02d}-n{n % 16:02d}" for n in range(NODES)]
-    bias = [rng.gauss(1, 0.02) for _ in range(NODES)]
+    bias = [rng.gauss(1, 0.02) for _node in range(NODES)]
     bias[slow] = 1.3
     starts = [1_700_000_000_000.0 + i * 200_000.0 for i in range(STEPS)]
     # Every rank's all-reduce ends after the slowest rank's compute (a little over the slow node's).

@@ -100,34 +100,45 @@ def test_forks_below_the_node_count_complete_and_print_progress_not_retries(stan
     assert standin_cluster.containers_left() == []
 
 
-def test_a_node_that_dies_mid_run_is_named_and_the_others_are_still_collected(standin_cluster, tmp_path, fault_table):
-    """Last in this file: it kills a stand-in node (and restarts it for the fixture's teardown)."""
-    deadline, grace = 120, 10
-    victim = standin_cluster.nodes[-1]
+def kill_node_mid_run(standin_cluster, tmp_path, index, fault_table, label):
+    """Kill stand-in node ``index`` (its container: sshd, dockerd, the supervisor, the ranks) once
+    every rank trains, under a 900 s deadline that must not be what ends the run; restart it after."""
+    victim = standin_cluster.nodes[index]
     run_id = "node-death-" + uuid.uuid4().hex[:6]
     proc, results, ended_after = standin_cluster.run_with_fault(
         tmp_path,
         run_id,
         lambda: subprocess.run(["docker", "kill", victim["container"]], check=True, capture_output=True),
-        deadline=deadline,
-        grace=grace,
-        wait_for=[len(standin_cluster.nodes) - 1],
+        deadline=900,
+        grace=10,
+        wait_for=[i for i in range(len(standin_cluster.nodes)) if i != index] + [index],
         restore=lambda: subprocess.run(["docker", "start", victim["container"]], check=True, capture_output=True),
     )
     run = json.loads((results / "run.json").read_text())
-    left = [c for i in range(len(standin_cluster.nodes) - 1) for c in standin_cluster.containers_of(run_id, [i])]
+    survivors = [i for i in range(len(standin_cluster.nodes)) if i != index]
+    left = [c for i in survivors for c in standin_cluster.containers_of(run_id, [i])]
     fault_table.append(
         {
-            "fault": "node container killed mid-run (3 nodes)",
-            "expected": f"FAILED, first {victim['mgmt_ip']}, others collected",
+            "fault": f"{label} container killed mid-run (3 nodes, 900 s deadline)",
+            "expected": f"FAILED, first {victim['mgmt_ip']}, within 90 s, others collected",
             "got": f"{run['status']}, first {run['first_failure']}",
             "seconds": f"{ended_after:.0f} after the kill",
             "left on nodes": len(left),
         }
     )
+    return proc, run, results, victim, left, ended_after
+
+
+def test_the_head_stops_the_run_within_90_s_when_a_workers_node_dies(standin_cluster, tmp_path, fault_table):
+    """The head hears nothing from the node for aorta_heartbeat_timeout (30 s) and stops every node."""
+    index = len(standin_cluster.nodes) - 1
+    proc, run, results, victim, left, ended_after = kill_node_mid_run(
+        standin_cluster, tmp_path, index, fault_table, "worker node"
+    )
     assert proc.returncode != 0
     assert run["status"] == "FAILED" and run["first_failure"] == victim["mgmt_ip"], run["message"]
-    assert ended_after < deadline + grace + 60, ended_after
+    assert ended_after < 90, ended_after
+    assert f"no heartbeat from {victim['mgmt_ip']}" in run["message"], run["message"]
     states = {n["name"]: n["state"] for n in run["nodes"]}
     assert states[victim["mgmt_ip"]] == "unreachable"
     assert "setup stopped" not in run["message"]
@@ -136,5 +147,21 @@ def test_a_node_that_dies_mid_run_is_named_and_the_others_are_still_collected(st
     collected = {n["name"]: n["collected"] for n in manifest["nodes"]}
     assert collected.pop(victim["mgmt_ip"]) is False and all(collected.values()), manifest["nodes"]
     assert (results / "aorta_benchmark_report.json").exists()
-    for i in range(len(standin_cluster.nodes) - 1):
-        assert standin_cluster.containers_of(run_id, [i]) == []
+    assert left == []
+
+
+def test_the_workers_stop_the_run_within_90_s_when_the_heads_node_dies(standin_cluster, tmp_path, fault_table):
+    """Last in this file: with the head gone, every worker stops itself once the head has been
+    silent for aorta_heartbeat_timeout; the run names the head."""
+    proc, run, results, victim, left, ended_after = kill_node_mid_run(
+        standin_cluster, tmp_path, 0, fault_table, "head node"
+    )
+    assert proc.returncode != 0
+    assert run["status"] == "FAILED" and run["first_failure"] == victim["mgmt_ip"], run["message"]
+    assert ended_after < 90, ended_after
+    states = {n["name"]: n["state"] for n in run["nodes"]}
+    assert states[victim["mgmt_ip"]] == "unreachable"
+    assert left == [] and standin_cluster.workload_processes() == []
+    manifest = json.loads((results / "combined_traces" / "manifest.json").read_text())
+    collected = {n["name"]: n["collected"] for n in manifest["nodes"]}
+    assert collected.pop(victim["mgmt_ip"]) is False and all(collected.values()), manifest["nodes"]

@@ -266,7 +266,26 @@ def test_the_head_keeps_serving_after_its_own_end_until_every_node_has_ended(hea
     started = time.monotonic()
     late = threading.Timer(1.0, lambda: w2.finish(done))
     late.start()
-    watch.finish(done)  # returns once w2 has reported its end, well before the linger bound
+    watch.finish(done)
+    while watch.waiting():  # until w2 has reported its end, well before the linger bound
+        time.sleep(0.1)
     late.join()
+    watch.close()
     assert 0.9 < time.monotonic() - started < 4
-    assert written[-1]["settled"] is True and written[-1]["stop"] is None
+    assert written[-1]["settled"] is True and written[-1]["stop"] is None and watch.silent() == {}
+
+
+def test_the_head_waits_for_a_dead_node_only_until_it_counts_as_silent_and_names_it():
+    """A node dies: its peers fail first (gloo saw the lost connection) and the head's own failure
+    stops the run; the dead node is still named, once its heartbeat timeout has passed."""
+    agg = aggregator(heartbeat_timeout=30)
+    for node in NODES:
+        agg.report(node, running(), 0.0)
+    agg.report("head", {"state": "cleaning", "finished": True, "outcome": "failed", "reason": "exit code 1"}, 5.0)
+    agg.report("w1", {"state": "cleaning", "finished": True, "outcome": "failed", "reason": "exit code 1"}, 6.0)
+    assert agg.stop["node"] == "head" and not agg.settled()  # w2 might still be stopping
+    agg.tick(29.0)
+    assert not agg.settled()
+    agg.tick(30.0)
+    assert agg.silent == {"w2": "no heartbeat from w2 for 30 s"} and agg.settled()
+    assert agg.aggregate(30.0)["silent"] == {"w2": "no heartbeat from w2 for 30 s"}

@@ -248,6 +248,15 @@ class ScriptedWatch:
     def finish(self, body):
         self.final = body
 
+    def waiting(self):
+        return False
+
+    def silent(self):
+        return {}
+
+    def close(self):
+        self.closed = True
+
 
 def test_the_heads_stop_captures_then_stops_the_workload_as_failed_naming_the_node(tmp_path):
     marker, captured = tmp_path / "got-term", tmp_path / "captured"
