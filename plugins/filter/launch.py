@@ -45,6 +45,7 @@ class FilterModule:
             "node_state": _filter(_run.node_state),
             "run_status": _filter(_run.run_status),
             "node_line": _filter(_run.node_line),
+            "node_table": _filter(_run.node_table),
             "torchrun_failure": _filter(_run.torchrun_failure),
             "cvs_config": _filter(_cvs_config.cvs_config),
             "launch_deadlines": _filter(_plan.launch_deadlines),

@@ -37,6 +37,9 @@ def progress_line(snapshots: Mapping[str, Mapping[str, Any]], total_nodes: int, 
     if finished:
         bad = sum(s.get("outcome") != "ok" for s in finished)
         parts.append(f"{len(finished)} finished" + (f" ({bad} not ok)" if bad else ""))
+    silent = sum(state == "silent" for state in states)  # the head counts them as gone
+    if silent:
+        parts.append(f"{silent} silent")
     if len(snapshots) < total_nodes:
         parts.append(f"{total_nodes - len(snapshots)} starting")
     steps: dict[tuple[str, int], int] = {}

@@ -248,6 +248,23 @@ def node_line(node: Mapping[str, Any]) -> str:
     )
 
 
+def node_table(nodes: Sequence[Mapping[str, Any]], every_node: bool = False) -> list[str]:
+    """The run's end table, which does not grow with a healthy cluster: a ``node_line`` for each node
+    that was not ok (for every node with ``every_node``: ``-v``), then one line of counts, by state
+    and by fabric interface."""
+    shown = [node_line(n) for n in nodes if every_node or n.get("state") != "ok"]
+    states: dict[str, int] = {}
+    interfaces: dict[str, int] = {}
+    for node in nodes:
+        states[str(node.get("state"))] = states.get(str(node.get("state")), 0) + 1
+        interface = str(node.get("fabric_if") or "-")
+        interfaces[interface] = interfaces.get(interface, 0) + 1
+    order = {state: i for i, state in enumerate(STATES)}
+    counts = ", ".join(f"{n} {state}" for state, n in sorted(states.items(), key=lambda i: order.get(i[0], 99)))
+    fabric = ", ".join(f"{name} on {n}" for name, n in sorted(interfaces.items()))
+    return [*shown, f"nodes: {len(nodes)} ({counts}); fabric interface: {fabric}"]
+
+
 _ROOT_CAUSE = re.compile(
     r"Root Cause \(first observed failure\):\s*\[\d+\]:\s*time\s*:\s*(\S+)\s*host\s*:\s*(\S+)\s*"
     r"rank\s*:\s*(\d+)[^\n]*\n\s*exitcode\s*:\s*(-?\d+)"

@@ -358,3 +358,13 @@ def test_setup_failure_names_every_node_whose_own_task_failed_not_the_reporter()
     assert gone == {"message": "setup stopped on a node that is gone", "failed_nodes": [], "first_failure": None}
     many = setup_failure([f"n{i}" for i in range(12)], ["x"] * 12, [True] * 12)
     assert many["message"].endswith("n9 and 2 more)") and len(many["failed_nodes"]) == 12
+
+
+def test_the_end_table_names_only_the_nodes_that_were_not_ok_then_counts():
+    ok = {"rank": 0, "name": "a", "state": "ok", "exit_code": 0, "vpc_ip": "10.0.0.1", "fabric_if": "eth1"}
+    bad = {"rank": 1, "name": "b", "state": "unreachable", "exit_code": None, "vpc_ip": "10.0.0.2", "fabric_if": "eth1"}
+    healthy = F["node_table"]([dict(ok, rank=r, name=f"n{r}") for r in range(1000)])
+    assert healthy == ["nodes: 1000 (1000 ok); fabric interface: eth1 on 1000"]
+    lines = F["node_table"]([ok, bad])
+    assert lines == [F["node_line"](bad), "nodes: 2 (1 ok, 1 unreachable); fabric interface: eth1 on 2"]
+    assert F["node_table"]([ok, bad], True)[:2] == [F["node_line"](ok), F["node_line"](bad)]
