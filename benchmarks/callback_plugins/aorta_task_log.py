@@ -48,6 +48,8 @@ class CallbackModule(CallbackBase):
             "status": status,
             "start": self._started.pop((host, task._uuid), None),
             "end": time.time(),
+            # Remote commands a wait made (run_watch, run_wait: one per poll).
+            "polls": result._result.get("polls"),
         }
         with open(self._path, "a") as handle:
             handle.write(json.dumps(record) + "\n")
