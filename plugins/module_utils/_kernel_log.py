@@ -80,7 +80,11 @@ def _lines(text, start, end, filtered):
         yield at, rest.strip()
 
 
-def read(start, end, runner=_run, timeout=10):
+COMMAND_S = 10  # each of journalctl and dmesg
+WORST_S = 2 * COMMAND_S  # journalctl, then dmesg when it fails
+
+
+def read(start, end, runner=_run, timeout=COMMAND_S):
     """Kernel lines between epochs ``start`` and ``end``: (source, [(epoch, line)], error)."""
     since, until = f"@{int(start)}", f"@{int(end) + 1}"
     text, error = runner(
@@ -97,7 +101,7 @@ def read(start, end, runner=_run, timeout=10):
     return None, [], "; ".join(errors)
 
 
-def scan(start, end, runner=_run, timeout=10):
+def scan(start, end, runner=_run, timeout=COMMAND_S):
     """The node's kernel trouble in the window, as stored in the status file and run.json."""
     source, lines, error = read(start, end, runner, timeout)
     if source is None:

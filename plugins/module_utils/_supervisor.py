@@ -22,7 +22,39 @@ import re
 import signal
 import time
 
+from ansible_collections.aorta.cluster.plugins.module_utils import _aggregator, _kernel_log
+
 TAIL_BYTES = 256 * 1024
+# Every wait of the supervisor's own, named so that the controller's bounds are derived from them
+# (plugin_utils/_plan.py) and a test adds them up.
+REAP_AFTER_KILL_S = 5  # run_bounded: after its SIGKILL, how long the killed command may take to go
+SIGNAL_COMMAND_S = 15  # the docker exec that sends SIGTERM or SIGKILL inside the container
+KILL_WAIT_S = 10  # after SIGKILL: the workload's end
+KILL_GROUP_WAIT_S = 5  # then the stuck launch command's own end, after its group is killed
+CLEANUP_COMMAND_S = 120  # each cleanup command (hand-back of the files, container removal)
+FABRIC_CHECK_S = 5  # the fabric check when the run did not end well (3 s connection, with room)
+NODE_SCAN_S = _kernel_log.WORST_S  # the kernel log scan: journalctl, then dmesg
+FINAL_REPORT_S = 3 * _aggregator.REPLY_WAIT_S  # the final report to the head: three tries
+
+
+def stop_bound_s(grace_seconds, diagnose_seconds, cleanup_commands=2):
+    """The longest a supervisor takes from its deadline (or the head's stop) to its end, from the
+    waits above: fabric check, capture (its last step killed at the budget's end), SIGTERM's docker
+    exec, the grace, SIGKILL's, the waits after SIGKILL, the cleanup commands, the kernel log scan
+    and the final report."""
+    signal_command = SIGNAL_COMMAND_S + REAP_AFTER_KILL_S
+    return (
+        FABRIC_CHECK_S
+        + diagnose_seconds
+        + REAP_AFTER_KILL_S
+        + 2 * signal_command
+        + grace_seconds
+        + KILL_WAIT_S
+        + KILL_GROUP_WAIT_S
+        + cleanup_commands * (CLEANUP_COMMAND_S + REAP_AFTER_KILL_S)
+        + NODE_SCAN_S
+        + FINAL_REPORT_S
+    )
 
 
 def spawn(argv, output_path=None):
@@ -83,7 +115,7 @@ def run_bounded(argv, seconds, output_path=None, clock=time.monotonic, sleep=tim
     rc = wait_for_exit(pid, seconds, clock, sleep)
     if rc is None:
         kill_group(pid, signal.SIGKILL)
-        wait_for_exit(pid, 5, clock, sleep)
+        wait_for_exit(pid, REAP_AFTER_KILL_S, clock, sleep)
     return rc
 
 
@@ -352,10 +384,10 @@ class Supervisor:
             self._write("killing")
             self._signal(pid, self.kill_argv, signal.SIGKILL)
             self._event("SIGKILL sent")
-            rc = wait_for_exit(pid, 10, self.clock, self.sleep)
+            rc = wait_for_exit(pid, KILL_WAIT_S, self.clock, self.sleep)
             if rc is None:  # the launch command itself hangs (a stuck docker exec): end it here
                 kill_group(pid, signal.SIGKILL)
-                rc = wait_for_exit(pid, 5, self.clock, self.sleep)
+                rc = wait_for_exit(pid, KILL_GROUP_WAIT_S, self.clock, self.sleep)
         self._event("workload ended" if rc is not None else "workload did not end")
         return self._finish(rc, "timeout" if timed_out else "failed", reason)
 
@@ -418,7 +450,7 @@ class Supervisor:
 
     def _signal(self, pid, argv, sig):
         if argv:
-            if run_bounded(argv, 15, clock=self.clock, sleep=self.sleep) is None:
+            if run_bounded(argv, SIGNAL_COMMAND_S, clock=self.clock, sleep=self.sleep) is None:
                 self._event(f"{argv[0]} did not return")
         else:
             kill_group(pid, sig)
@@ -433,7 +465,8 @@ class Supervisor:
                 break
         cleanup = []
         for argv in self.cleanup_argvs:
-            cleanup.append({"cmd": argv[:3], "rc": run_bounded(argv, 120, clock=self.clock, sleep=self.sleep)})
+            rc = run_bounded(argv, CLEANUP_COMMAND_S, clock=self.clock, sleep=self.sleep)
+            cleanup.append({"cmd": argv[:3], "rc": rc})
         self.status["cleanup"] = cleanup
         self.status["ended_at"] = round(self.wall(), 3)
         if self.node_scan is not None:

@@ -274,11 +274,12 @@ from ansible_collections.aorta.cluster.plugins.module_utils._lease import (
 from ansible_collections.aorta.cluster.plugins.module_utils._supervisor import (
     Supervisor,
     metrics_progress,
+    stop_bound_s,
     write_json_atomic,
 )
 
-# How long past the deadline the lease stays live: SIGTERM and SIGKILL steps, diagnostics, cleanup.
-LEASE_MARGIN_S = 330  # > the SIGKILL wait and the cleanup commands (15 + 240 s), with room
+# Past the supervisor's own worst-case stop (module_utils/_supervisor.py stop_bound_s), with room.
+LEASE_MARGIN_S = 30
 
 
 def status_path(directory, run_id):
@@ -396,7 +397,8 @@ def main() -> None:
 
     lease = Lease(p["directory"])
     now = time.time()
-    expires = now + p["timeout_seconds"] + 2 * p["grace_seconds"] + p["diagnose_seconds"] + LEASE_MARGIN_S
+    stop_s = stop_bound_s(p["grace_seconds"], p["diagnose_seconds"], len(cleanup))
+    expires = now + p["timeout_seconds"] + stop_s + LEASE_MARGIN_S
     if p["watch"] and p["watch"]["nodes"]:  # the head serves the others after its own end
         expires += p["watch"]["stopping_timeout"]
     try:

@@ -12,11 +12,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from ansible_collections.aorta.cluster.plugins.module_utils import _supervisor as _sv
 from ansible_collections.aorta.cluster.plugins.plugin_utils._launch import LaunchError
 
 DIAGNOSE_S = 30  # the diagnostics step's bound at the deadline (run_supervisor's default)
-KILL_WAIT_S = 15  # after SIGKILL: the workload's end, then the exec client's
-CLEANUP_S = 240  # hand-back of the files and container removal (two commands of at most 120 s)
 SETUP_MARGIN_S = 600
 JOIN_S = 120  # a worker's wait for the head's aggregator, and the head's for each node's first report
 HEARTBEAT_TIMEOUT_S = 30  # aorta_heartbeat_timeout's default: a blip must not end a 1000-node run
@@ -53,8 +52,12 @@ def launch_deadlines(
         ) from None
     if timeout < 1 or grace < 0 or setup < 1 or heartbeat < 1:
         raise LaunchError("launch_deadlines: timeouts must be at least 1 and the grace at least 0")
-    stopping = DIAGNOSE_S + grace + KILL_WAIT_S + CLEANUP_S + STOP_MARGIN_S
-    supervisor_end = timeout + DIAGNOSE_S + grace + KILL_WAIT_S + CLEANUP_S + stopping
+    # A node's own stop, from its deadline (or the head's word) to its end: the capture (its last step
+    # killed at the budget's end), SIGTERM, the grace, SIGKILL, cleanup.
+    own_stop = _sv.stop_bound_s(grace, DIAGNOSE_S)
+    stopping = own_stop + STOP_MARGIN_S
+    # The head's worst case: its own stop, then serving the others until they end (stopping).
+    supervisor_end = timeout + own_stop + stopping
     wait = supervisor_end + 60
     async_limit = wait + 300
     return {
