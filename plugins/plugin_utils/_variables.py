@@ -255,6 +255,7 @@ INTERNAL = frozenset(
         "aorta_run_nodes",
         "aorta_run_started_epoch",
         "aorta_run_secret_resolved",
+        "aorta_preflight_reach",
         "aorta_watch",
         "aorta_run_status",
         "aorta_setup",

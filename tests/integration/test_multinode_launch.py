@@ -130,6 +130,27 @@ def test_every_unreachable_node_is_named_in_failed_nodes_and_no_reachable_one(st
     assert standin_cluster.containers_left() == []
 
 
+def test_a_hung_ssh_and_a_refused_one_stop_the_run_before_launch_within_90_s(standin_cluster, tmp_path):
+    """Default aorta_connect_timeout: a paused node (its SSH hangs) and a loopback address nothing
+    listens on (SSH refused: an answer): both named, nothing launched, and teardown does not wait on
+    a node preflight never reached."""
+    victim = standin_cluster.nodes[1]
+    data = json.loads(standin_cluster.cluster_file(tmp_path, 2).read_text())
+    data["node_dict"]["127.0.0.2"] = {"vpc_ip": "NA", "bmc_ip": "NA"}
+    cluster = tmp_path / "refused-cluster.json"
+    cluster.write_text(json.dumps(data))
+    subprocess.run(["docker", "pause", victim["container"]], check=True)
+    try:
+        proc, run, _results, elapsed = standin_cluster.run(tmp_path, inventory=cluster)
+    finally:
+        subprocess.run(["docker", "unpause", victim["container"]], check=True)
+    assert proc.returncode != 0 and run["status"] == "FAILED"
+    assert run["failed_nodes"] == [victim["mgmt_ip"], "127.0.0.2"], run["message"]
+    assert elapsed < 90, elapsed
+    assert "Launch on every node at once" not in proc.stdout
+    assert standin_cluster.containers_left() == []
+
+
 def test_container_that_cannot_write_stops_the_run_naming_its_node(standin_cluster, tmp_path):
     """What NFS root_squash does to the container's root, made with a read-only bind mount on one
     node: the run stops before launch, naming that node and the cause; nothing is left running."""
