@@ -217,7 +217,13 @@ def run(nodes: int, tmp: Path, state: dict, kill: int | None = None) -> dict:
         if kill is not None:
             while not all_ranks_training(state, nodes, f"aorta_runs/{run_id}") and proc.poll() is None:
                 time.sleep(0.5)
-            subprocess.run(["docker", "kill", state["nodes"][kill]["container"]], capture_output=True, check=True)
+            # The node and its workload container die together, as on a real node. (Killing the
+            # node's container alone left its workload holding the dead node's network namespace, and
+            # dockerd then kept the fabric network's endpoint count at 1 with no container on it:
+            # "has active endpoints" at scale.down(), until dockerd restarted.)
+            node = state["nodes"][kill]["container"]
+            job = f"{node}-job-{run_id}"
+            subprocess.run(["docker", "kill", job, node], capture_output=True, check=True)
             killed_at = time.time()
         rc = proc.wait(timeout=1800)
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -275,8 +281,12 @@ def main() -> int:
             small = run(4, Path(tmp), state)
             large = run(NODES, Path(tmp), state)
             detect = run(4, Path(tmp), state, kill=3)
+            return report(small, large, detect)
     finally:
         scale.down()
+
+
+def report(small: dict, large: dict, detect: dict) -> int:
     per_node = large["cpu_s"] / NODES
     slope = (large["cpu_s"] - small["cpu_s"]) / (NODES - 4)
     main_slope_ms = 1000 * (large["main_cpu_s"] - small["main_cpu_s"]) / (NODES - 4)
