@@ -67,6 +67,7 @@ LOCAL = {
     "ansible.builtin.validate_argument_spec",
     # Waits with one raw read of the status file per poll: no module runs on the node.
     "aorta.cluster.run_wait",
+    "aorta.cluster.run_watch",
     "set_fact",
     "debug",
     "assert",
