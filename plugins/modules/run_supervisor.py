@@ -299,7 +299,10 @@ def make_watch(spec, run_id, directory, linger_s):
             time.monotonic(),
             stopping_timeout=spec["stopping_timeout"],
         )
-        aggregate = os.path.join(directory, "runs", f"{run_id}.cluster.json")
+        # Beside runs/, not in it: runs/ holds the supervisors' status files only.
+        aggregate_dir = os.path.join(directory, "aggregates")
+        shared_dir(aggregate_dir)
+        aggregate = os.path.join(aggregate_dir, f"{run_id}.json")
         link = _aggregator.HeadLink(aggregator, spec["head_address"], spec["port"], aggregate, write=write_json_atomic)
         return _aggregator.HeadWatch(link, linger_s)
     link = _aggregator.WorkerLink(secret, run_id, spec["node"], spec["head_address"], spec["port"])

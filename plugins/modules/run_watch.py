@@ -30,7 +30,7 @@ options:
     type: str
     required: true
   aggregate_path:
-    description: The head's aggregate, C(runs/<run_id>.cluster.json) beside the status file.
+    description: The head's aggregate, C(aggregates/<run_id>.json) in the supervisor's directory.
     type: str
     required: true
   head:
@@ -75,7 +75,7 @@ EXAMPLES = r"""
 - name: Watch every node from the head
   aorta.cluster.run_watch:
     status_path: /var/tmp/aorta-cluster/runs/{{ aorta_run_id_resolved }}.json
-    aggregate_path: /var/tmp/aorta-cluster/runs/{{ aorta_run_id_resolved }}.cluster.json
+    aggregate_path: /var/tmp/aorta-cluster/aggregates/{{ aorta_run_id_resolved }}.json
     timeout_seconds: 4000
     total_nodes: "{{ groups['aorta_nodes'] | length }}"
   delegate_to: "{{ groups['aorta_head'][0] }}"

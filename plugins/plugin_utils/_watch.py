@@ -4,7 +4,7 @@
 """The controller's one wait for the whole run: the head's aggregate, read once per poll
 (controller side; the loop is tested in-process with scripted reads).
 
-Private to this collection. The head's supervisor keeps ``<run>.cluster.json`` (every node's last
+Private to this collection. The head's supervisor keeps ``aggregates/<run>.json`` (every node's last
 report, the stop, the silent nodes) and finishes only once every node has ended or gone silent, so
 the head's own status saying ``finished`` is the run's end. One remote command per poll, whatever
 the node count; when the head cannot be read the wait says so and the nodes are read one by one

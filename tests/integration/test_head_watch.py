@@ -76,7 +76,7 @@ def test_forged_replayed_and_junk_messages_change_nothing_and_the_secret_is_writ
 
     run = json.loads((results / "run.json").read_text())
     assert run["status"] == "COMPLETED", run["message"]
-    view = json.loads(standin_cluster.node_exec(0, "cat", f"{standin_cluster.status_dir}/runs/{run_id}.cluster.json"))
+    view = json.loads(standin_cluster.node_exec(0, "cat", f"{standin_cluster.status_dir}/aggregates/{run_id}.json"))
     assert view["stop"] is None and view["silent"] == {} and view["settled"] is True
     refused = view["refused"]
     assert refused["unauthenticated"] == 1 and refused["replay"] == 1, refused
