@@ -54,8 +54,13 @@ class ActionModule(ActionBase):
 
         def on_poll(aggregate, status):
             if status is not None and progress_dir:
-                # The head's record, silent_nodes included, where every node's own wait looks.
                 with contextlib.suppress(OSError):
+                    if status.get("finished") and aggregate is not None:
+                        # At the end, every node as the head last heard it: the line the nodes'
+                        # own waits print next counts them all, until each node's record replaces it.
+                        for name, snap in _watch.snapshots(aggregate, status).items():
+                            save_snapshot(str(progress_dir), name, snap)
+                    # The head's record, silent_nodes included, where every node's own wait looks.
                     save_snapshot(str(progress_dir), head, status)
             if aggregate is not None:
                 display.display(progress_line(_watch.snapshots(aggregate, status), total_nodes, total_steps))

@@ -54,13 +54,14 @@ def parse(stdout: str) -> tuple[dict | None, dict | None]:
 
 def snapshots(aggregate: Mapping[str, Any], head_status: Mapping[str, Any] | None) -> dict[str, dict[str, Any]]:
     """Every node's state as the progress line reads it, from the aggregate: a finished node is
-    ``finished``, a node the head counts as gone ``silent``; time left is the head's."""
+    ``finished``, a node the head counts as gone ``silent``, one still joining is left out (it is
+    starting); time left is the head's."""
     silent = aggregate.get("silent") or {}
     left = (head_status or {}).get("left_s")
     found = {}
     for name, node in (aggregate.get("nodes") or {}).items():
-        if not node.get("seen"):
-            continue
+        if not node.get("seen") or node.get("state") == "joining":
+            continue  # still starting: not launched yet
         state = "finished" if node.get("finished") else "silent" if name in silent else node.get("state")
         snap = {"state": state, "outcome": node.get("outcome"), "progress": node.get("progress") or {}}
         if left is not None:

@@ -33,3 +33,5 @@ def test_a_finished_head_is_read_once_and_its_record_kept(tmp_path, play):
     assert out["aggregate"]["silent"] == silent
     kept = json.loads((tmp_path / "progress" / "head.json").read_text())
     assert kept["silent_nodes"] == silent  # where the dead node's own wait learns it is gone
+    # Every other node as the head last heard it, for the line the nodes' own waits print next.
+    assert json.loads((tmp_path / "progress" / "w2.json").read_text())["state"] == "silent"

@@ -62,7 +62,13 @@ def test_a_head_that_never_wrote_its_status_and_one_that_never_finishes_are_said
 
 
 def test_snapshots_name_finished_and_silent_nodes_and_skip_those_never_heard_from():
-    agg = aggregate(head=node(progress={"0": 5}), w1=node(finished=True, outcome="ok"), w2=node(), w3=node(seen=False))
+    agg = aggregate(
+        head=node(progress={"0": 5}),
+        w1=node(finished=True, outcome="ok"),
+        w2=node(),
+        w3=node(seen=False),
+        w4=node(state="joining"),
+    )
     agg["silent"] = {"w2": "no heartbeat from w2 for 31 s"}
     snaps = _watch.snapshots(agg, {"left_s": 42.0})
     assert {k: v["state"] for k, v in snaps.items()} == {"head": "running", "w1": "finished", "w2": "silent"}
