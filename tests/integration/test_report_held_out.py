@@ -26,98 +26,50 @@ NODES, PER_NODE, STEPS, GEMMS = 128, 8, 6, 6
 SEED = 20261202
 
 
+STREAM = 7
+
+
+def launched(pid: int, corr: int, launch: float, name: str, ts: float, dur: float, **args) -> list[dict]:
+    """A kernel as Kineto records it: the CPU launch, the kernel on the GPU stream, and the flow
+    events that link the two (TraceLens' default counts only linked kernels)."""
+    return [
+        {"ph": "X", "cat": "cuda_runtime", "name": "hipLaunchKernel", "pid": pid, "tid": pid, "ts": launch,
+         "dur": 6.0, "args": {"correlation": corr}},
+        {"ph": "s", "id": corr, "pid": pid, "tid": pid, "ts": launch, "cat": "ac2g", "name": "ac2g"},
+        {"ph": "X", "cat": "kernel", "name": name, "pid": 0, "tid": STREAM, "ts": ts, "dur": dur,
+         "args": {"correlation": corr, "stream": STREAM, **args}},
+        {"ph": "f", "id": corr, "pid": 0, "tid": STREAM, "ts": ts, "cat": "ac2g", "name": "ac2g", "bp": "e"},
+    ]  # fmt: skip
+
+
 def gpu_rank(rank: int, world: int, node_scale: float, rng: random.Random, step_starts, step_compute_max) -> dict:
-    """One rank's trace: per step, GEMM kernels (linked to their launches) then an all-reduce
-    kernel that ends when the slowest rank of the step has finished computing."""
-    pid, cpu_tid, stream = 4000 + rank, 4000 + rank, 7
+    """One rank's trace: per step, GEMM kernels then an all-reduce kernel that ends when the slowest
+    rank of the step has finished computing."""
+    pid = 4000 + rank
     events, corr = [], 0
     for i, start in enumerate(step_starts):
         end = start + step_compute_max[i] + 9_000.0
-        events.append(
-            {
-                "ph": "X",
-                "cat": "user_annotation",
-                "name": f"ProfilerStep#{i + 2}",
-                "pid": pid,
-                "tid": cpu_tid,
-                "ts": start,
-                "dur": end - start,
-            }
-        )
+        step = {"ph": "X", "cat": "user_annotation", "name": f"ProfilerStep#{i + 2}", "pid": pid, "tid": pid}
+        events.append(dict(step, ts=start, dur=end - start))
         t = start + 40.0
         for k in range(GEMMS):
             corr += 1
             dur = 10_000.0 * node_scale * rng.gauss(1, 0.015)
-            launch = start + 5.0 + k * 12.0
-            events.append(
-                {
-                    "ph": "X",
-                    "cat": "cuda_runtime",
-                    "name": "hipLaunchKernel",
-                    "pid": pid,
-                    "tid": cpu_tid,
-                    "ts": launch,
-                    "dur": 6.0,
-                    "args": {"correlation": corr},
-                }
-            )
-            events.append(
-                {"ph": "s", "id": corr, "pid": pid, "tid": cpu_tid, "ts": launch, "cat": "ac2g", "name": "ac2g"}
-            )
-            events.append(
-                {
-                    "ph": "X",
-                    "cat": "kernel",
-                    "name": "Cijk_Alik_Bljk_BBS_BH_MT256x256x64_MI16x16x1",
-                    "pid": 0,
-                    "tid": stream,
-                    "ts": t,
-                    "dur": dur,
-                    "args": {"correlation": corr, "stream": stream},
-                }
-            )
-            events.append(
-                {"ph": "f", "id": corr, "pid": 0, "tid": stream, "ts": t, "cat": "ac2g", "name": "ac2g", "bp": "e"}
+            events += launched(
+                pid, corr, start + 5.0 + k * 12.0, "Cijk_Alik_Bljk_BBS_BH_MT256x256x64_MI16x16x1", t, dur
             )
             t += dur
         corr += 1
-        launch = start + 5.0 + GEMMS * 12.0
-        events.append(
-            {
-                "ph": "X",
-                "cat": "cuda_runtime",
-                "name": "hipLaunchKernel",
-                "pid": pid,
-                "tid": cpu_tid,
-                "ts": launch,
-                "dur": 6.0,
-                "args": {"correlation": corr},
-            }
-        )
-        events.append({"ph": "s", "id": corr, "pid": pid, "tid": cpu_tid, "ts": launch, "cat": "ac2g", "name": "ac2g"})
-        events.append(
-            {
-                "ph": "X",
-                "cat": "kernel",
-                "name": "ncclDevKernel_Generic_4(ncclDevKernelArgsStorage<4096ul>)",
-                "pid": 0,
-                "tid": stream,
-                "ts": t,
-                "dur": end - 200.0 - t,
-                "args": {
-                    "correlation": corr,
-                    "stream": stream,
-                    "Collective name": "allreduce",
-                    "In msg nelems": 16_777_216,
-                    "Out msg nelems": 16_777_216,
-                    "dtype": "BFloat16",
-                    "Group size": world,
-                },
-            }
-        )
-        events.append(
-            {"ph": "f", "id": corr, "pid": 0, "tid": stream, "ts": t, "cat": "ac2g", "name": "ac2g", "bp": "e"}
-        )
+        events += launched(
+            pid,
+            corr,
+            start + 5.0 + GEMMS * 12.0,
+            "ncclDevKernel_Generic_4(ncclDevKernelArgsStorage<4096ul>)",
+            t,
+            end - 200.0 - t,
+            **{"Collective name": "allreduce", "In msg nelems": 16_777_216, "Out msg nelems": 16_777_216,
+               "dtype": "BFloat16", "Group size": world},
+        )  # fmt: skip
     return {"distributedInfo": {"backend": "nccl", "rank": rank, "world_size": world}, "traceEvents": events}
 
 
