@@ -134,7 +134,7 @@ options:
       - "A node that reports a failure, or whose reports stop for O(watch.heartbeat_timeout) seconds,
         makes the head stop every node (capture, SIGTERM, grace, SIGKILL); a worker that hears nothing
         from the head for as long stops itself. C(status.cluster_stop) names the node it was about
-        (C(node), C(reason), C(by)). Messages carry an HMAC-SHA256 keyed by O(watch.secret); forged,
+        (C(node), C(kind), C(reason), C(by)). Messages carry an HMAC-SHA256 keyed by O(watch.secret); forged,
         replayed, oversized or non-JSON ones change nothing."
       - Without it the node runs on its own deadline alone.
     type: dict
@@ -286,8 +286,9 @@ def status_path(directory, run_id):
     return os.path.join(directory, "runs", f"{run_id}.json")
 
 
-def make_watch(spec, run_id, directory, linger_s):
-    """The node's side of the head's aggregator (raises OSError when the head cannot listen)."""
+def make_watch(spec, run_id, directory):
+    """The node's side of the head's aggregator (raises OSError when the head cannot listen). The
+    head serves the others after its own end for at most a stopping node's bound."""
     secret = bytes.fromhex(spec["secret"])
     if spec["nodes"]:
         aggregator = _aggregator.Aggregator(
@@ -304,7 +305,7 @@ def make_watch(spec, run_id, directory, linger_s):
         shared_dir(aggregate_dir)
         aggregate = os.path.join(aggregate_dir, f"{run_id}.json")
         link = _aggregator.HeadLink(aggregator, spec["head_address"], spec["port"], aggregate, write=write_json_atomic)
-        return _aggregator.HeadWatch(link, linger_s)
+        return _aggregator.HeadWatch(link, spec["stopping_timeout"])
     link = _aggregator.WorkerLink(secret, run_id, spec["node"], spec["head_address"], spec["port"])
     return _aggregator.WorkerWatch(link, spec["head"], spec["heartbeat_timeout"], spec["join_timeout"])
 
@@ -443,9 +444,8 @@ def main() -> None:
 
     watch = None
     if p["watch"]:
-        # The head serves the others until they have ended: at most a stopping node's bound.
         try:
-            watch = make_watch(p["watch"], p["run_id"], p["directory"], p["watch"]["stopping_timeout"])
+            watch = make_watch(p["watch"], p["run_id"], p["directory"])
         except (OSError, ValueError) as exc:
             with contextlib.suppress(LeaseError):
                 lease.release(p["run_id"])

@@ -15,6 +15,8 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
+from ansible_collections.aorta.cluster.plugins.plugin_utils._run import silent_reasons
+
 ACTIVE = ("running", "diagnosing", "terminating", "killing", "cleaning")
 
 
@@ -83,20 +85,11 @@ def load_all_snapshots(directory: str) -> dict[str, dict[str, Any]]:
 
 
 def named_silent(directory: str, node: str) -> str | None:
-    """Why the other nodes' supervisors were told that ``node`` went silent (the head heard nothing
-    from it, or the workers nothing from the head), from their kept status records; else None.
-    A node the controller cannot reach either is gone: its wait need not ask again."""
+    """Why the other nodes' supervisors were told that ``node`` went silent, from their kept status
+    records (``_run.silent_reasons``); else None. A node the controller cannot reach either is gone:
+    its wait need not ask again."""
     try:
         snapshots = load_all_snapshots(directory)
     except OSError:
         return None
-    for name, snap in snapshots.items():
-        if name == node:
-            continue
-        stop = snap.get("cluster_stop")
-        if isinstance(stop, Mapping) and stop.get("kind") == "silent" and stop.get("node") == node:
-            return str(stop.get("reason") or "went silent")
-        silent = snap.get("silent_nodes")  # the head's view while it serves the others
-        if isinstance(silent, Mapping) and node in silent:
-            return str(silent[node])
-    return None
+    return silent_reasons(snap for name, snap in snapshots.items() if name != node).get(node)

@@ -9,7 +9,7 @@ Private to this collection.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 STATES = ("ok", "failed", "timeout", "unreachable", "not_started")
@@ -178,21 +178,25 @@ def node_trouble(nodes: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     return rows + [{"node": str(n.get("name")), "text": disk_text(n["disk_full"])} for n in nodes if n.get("disk_full")]
 
 
-def silent_nodes(nodes: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
-    """The nodes that went silent during the run, as the supervisors were told (``cluster_stop`` of
-    kind ``silent``: the head heard nothing from the node, or a worker nothing from the head) and as
-    the head saw them at its end (``silent_nodes``), a row each with the first reason given. A
-    silent node cannot say why it stopped: this is its evidence."""
+def silent_reasons(records: Iterable[Mapping[str, Any]]) -> dict[str, str]:
+    """Node -> why it went silent, from supervisor status records: ``cluster_stop`` of kind
+    ``silent`` (the head heard nothing from the node, or a worker nothing from the head) and the
+    head's ``silent_nodes`` (every node it counted as gone); the first reason given wins."""
     found: dict[str, str] = {}
-    for node in nodes:
-        stop = node.get("cluster_stop")
+    for record in records:
+        stop = record.get("cluster_stop")
         if isinstance(stop, Mapping) and stop.get("kind") == "silent" and stop.get("node"):
             found.setdefault(str(stop["node"]), str(stop.get("reason") or "went silent"))
-        # The head's own view at its end: every node it counted as gone, not only the first.
-        silent = node.get("silent_nodes")
+        silent = record.get("silent_nodes")
         for name, reason in silent.items() if isinstance(silent, Mapping) else ():
             found.setdefault(str(name), str(reason))
-    return [{"node": name, "text": text} for name, text in found.items()]
+    return found
+
+
+def silent_nodes(nodes: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """The nodes that went silent during the run (``silent_reasons``), a row each. A silent node
+    cannot say why it stopped: this is its evidence."""
+    return [{"node": name, "text": text} for name, text in silent_reasons(nodes).items()]
 
 
 def _laggard_nodes(nodes: Sequence[Mapping[str, Any]]) -> set[str]:
