@@ -109,7 +109,7 @@ class ActionModule(WaitAction):
         if not gone:
             gone = self._end_on_node(s, launch, node, output, result)
         if s["aorta_collect_traces"] and not self._task.check_mode:
-            result["collect"] = self._collect(s, launch, record, output, gone, result.get("teardown_error", ""))
+            result["collect"] = self._pull(s, launch, record, output, gone, result.get("teardown_error", ""))
         if s["aorta_parse_on_nodes"] and not gone and not self._task.check_mode:
             summary = self._execute_module(
                 module_name="aorta.cluster.trace_summary",
@@ -150,7 +150,7 @@ class ActionModule(WaitAction):
         result["teardown"] = {k: released.get(k) for k in ("changed", "removed", "msg", "failed") if k in released}
         return False
 
-    def _collect(
+    def _pull(
         self, s: dict[str, Any], launch: dict[str, Any], record: dict[str, Any], output: str, gone: bool, why: str
     ) -> dict[str, Any]:
         results_dir = str(s["aorta_results_dir_resolved"])
