@@ -14,7 +14,7 @@ from typing import Any
 from ansible.errors import AnsibleConnectionFailure, AnsibleError
 
 from ansible_collections.aorta.cluster.plugins.action.run_wait import ActionModule as WaitAction
-from ansible_collections.aorta.cluster.plugins.plugin_utils import _pull, _settings
+from ansible_collections.aorta.cluster.plugins.plugin_utils import _collect, _settings
 from ansible_collections.aorta.cluster.plugins.plugin_utils._controller import controller_identity
 from ansible_collections.aorta.cluster.plugins.plugin_utils._run import node_state, torchrun_failure
 
@@ -102,14 +102,13 @@ class ActionModule(WaitAction):
             "log": f"{results_dir}/logs/{node}.log",
         }
         record.update(node_state(wait))
-        # polls: the remote commands the wait made (one when the watch saw the run end).
-        result.update(changed=False, node_result=record, polls=wait.get("polls", 0))
+        result.update(changed=False, node_result=record, wait={k: v for k, v in wait.items() if k != "status"})
         gone = bool(wait.get("node_unreachable"))
         output = launch.get("collect_dir") or str(s["aorta_output_dir"])
         if not gone:
             gone = self._end_on_node(s, launch, node, output, result)
         if s["aorta_collect_traces"] and not self._task.check_mode:
-            result["collect"] = self._pull(s, launch, record, output, gone, result.get("teardown_error", ""))
+            result["collect"] = self._collect(s, launch, record, output, gone, result.get("teardown_error", ""))
         if s["aorta_parse_on_nodes"] and not gone and not self._task.check_mode:
             summary = self._execute_module(
                 module_name="aorta.cluster.trace_summary",
@@ -150,15 +149,15 @@ class ActionModule(WaitAction):
         result["teardown"] = {k: released.get(k) for k in ("changed", "removed", "msg", "failed") if k in released}
         return False
 
-    def _pull(
+    def _collect(
         self, s: dict[str, Any], launch: dict[str, Any], record: dict[str, Any], output: str, gone: bool, why: str
     ) -> dict[str, Any]:
         results_dir = str(s["aorta_results_dir_resolved"])
         rank = int(s["aorta_node_rank"])
-        local = _pull.staging_path(results_dir, rank)
+        local = f"{results_dir}/.staging/node_{rank}/traces.tar"
         if gone:
             error = why or "unreachable during the run (not asked again)"
-            return _pull.manifest_row(record, record["state"], None, local, error, {})
+            return _collect.manifest_row(record, record["state"], None, local, error, {})
         run_id = str(s["aorta_run_id_resolved"])
         remote = f"{s['aorta_path']}/.aorta-cluster/{run_id}/traces.tar"
         since = s["aorta_collect_since"]
@@ -175,9 +174,9 @@ class ActionModule(WaitAction):
                 task_vars=self._vars,
             )
         except AnsibleConnectionFailure as exc:
-            return _pull.manifest_row(record, record["state"], None, local, f"unreachable: {exc}", {})
+            return _collect.manifest_row(record, record["state"], None, local, f"unreachable: {exc}", {})
         if pack.get("failed") or pack.get("archive") is None:
-            return _pull.manifest_row(record, record["state"], None, local, str(pack.get("msg", "pack failed")), {})
+            return _collect.manifest_row(record, record["state"], None, local, str(pack.get("msg", "pack failed")), {})
         pull = self._pull(
             remote, local, str(pack.get("archive_sha256", "")), int(s["aorta_collect_parallel"]), results_dir
         )
@@ -189,7 +188,7 @@ class ActionModule(WaitAction):
                     "rm -rf -- " + shlex.quote(f"{s['aorta_path']}/{s['aorta_output_dir']}"), sudoable=False
                 )
             self._low_level_execute_command("rm -f -- " + shlex.quote(remote), sudoable=False)
-        return _pull.manifest_row(record, record["state"], pack, local, error, pull)
+        return _collect.manifest_row(record, record["state"], pack, local, error, pull)
 
     def _pull(self, remote: str, local: str, sha256: str, parallel: int, results_dir: str) -> dict[str, Any]:
         """The archive pulled over the node's own connection, checked against the node's hash; at
@@ -197,10 +196,10 @@ class ActionModule(WaitAction):
         os.makedirs(os.path.dirname(local), exist_ok=True)
         msg = ""
         for attempt in range(1, PULL_ATTEMPTS + 1):
-            with _pull.slot(os.path.join(results_dir, ".staging", ".slots"), parallel):
+            with _collect.slot(os.path.join(results_dir, ".staging", ".slots"), parallel):
                 try:
                     self._connection.fetch_file(remote, local)
-                    got = _pull.sha256_of(local)
+                    got = _collect.sha256_of(local)
                     if not sha256 or got == sha256:
                         return {"ok": True, "msg": "", "attempts": attempt}
                     msg = f"the archive's sha256 is {got}, the node packed {sha256}"

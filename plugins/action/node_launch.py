@@ -50,13 +50,11 @@ class ActionModule(ActionBase):
             return result
         if node == head:
             self._show_preflight(nodes, hostvars, plan, task_vars)
-        row = self._row(node, s, plan)
-        if self._task.check_mode and not int(task_vars.get("ansible_verbosity") or 0):
-            # Once per node and only when asked for (--check; -v prints the result, which holds it):
-            # printed on every run, it was some forty console lines per node.
-            display.display(json.dumps(row, indent=4))
+        if self._task.check_mode or int(task_vars.get("ansible_verbosity") or 0) > 0:
+            # Once per node and only when asked for (--check, -v): printed on every run, it was some
+            # forty console lines per node.
+            display.display(json.dumps(self._row(node, s, plan), indent=4))
         result.update(
-            plan=row,
             changed=False,
             container=plan["container"],
             launch_mode=plan["launch_mode"],

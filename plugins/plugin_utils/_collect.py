@@ -42,13 +42,6 @@ def slot(directory: str, count: int, poll_s: float = 0.2, sleep=time.sleep) -> I
         sleep(poll_s)
 
 
-def staging_path(results_dir: str, rank: Any) -> str:
-    """Where one node's archive lands on the controller: a directory per node, so concurrent pulls
-    share no destination (rsync's --delay-updates once shared its holding directory .~tmp~ between
-    two nodes' pulls and lost archives)."""
-    return os.path.join(results_dir, ".staging", f"node_{int(rank)}", "traces.tar")
-
-
 def sha256_of(path: str, chunk: int = 1 << 20) -> str:
     digest = hashlib.sha256()
     with open(path, "rb") as handle:
