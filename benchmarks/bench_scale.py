@@ -180,7 +180,12 @@ def ssh_per_poll(events: list[dict]) -> float:
         return float("nan")
     begin, end = watch[0]["start"], watch[0]["end"]
     meanwhile = [
-        e for e in events if e["action"] == "aorta.cluster.run_wait" and e["start"] and e["start"] < end and e["polls"]
+        e
+        for e in events
+        if e["action"] in ("aorta.cluster.run_wait", "aorta.cluster.node_end")
+        and e["start"]
+        and e["start"] < end
+        and e["polls"]
     ]
     return (watch[0]["polls"] + sum(e["polls"] for e in meanwhile if e["end"] > begin)) / watch[0]["polls"]
 
@@ -250,7 +255,7 @@ def run(nodes: int, tmp: Path, state: dict, kill: int | None = None) -> dict:
     events = [json.loads(line) for line in task_log.read_text().splitlines()]
     counts = remote_tasks(events, started)
     host_tasks = Counter(event["host"] for event in events)
-    launch = min(e["start"] for e in events if e["action"] == "aorta.cluster.run_supervisor" and e["start"])
+    launch = min(e["start"] for e in events if e["action"] == "aorta.cluster.node_launch" and e["start"])
     prelaunch = Counter(e["host"] for e in events if (e["start"] or 0) < launch)
     busy, node_cpu = sampler.at(started)
     spans: dict[str, list[float]] = {}

@@ -78,6 +78,60 @@ def play(tmp_path):
     return run
 
 
+@pytest.fixture
+def cluster_play(tmp_path):
+    """A play over a "cluster" of local hosts (``localhost`` the head, then ``127.0.0.1``, ...),
+    each node step's result saved as ``out_<host>.json``; the node steps read their aorta_*
+    variables themselves, with the role aorta.cluster.defaults as the real play lists it."""
+
+    def run(tasks: list, nodes: int = 2, host_vars: dict | None = None, extra_vars: dict | None = None, check=False):
+        names = ["localhost"] + [f"127.0.0.{i + 1}" for i in range(nodes - 1)]
+        hosts = {
+            name: {"ansible_connection": "local", "aorta_node_rank": rank, "aorta_vpc_ip": "127.0.0.1"}
+            | (host_vars or {}).get(name, {})
+            for rank, name in enumerate(names)
+        }
+        inventory = {
+            "all": {
+                "children": {
+                    "aorta_nodes": {"hosts": hosts},
+                    "aorta_head": {"hosts": {names[0]: {}}},
+                    "aorta_workers": {"hosts": {name: {} for name in names[1:]}},
+                }
+            }
+        }
+        (tmp_path / "inventory.yml").write_text(yaml.safe_dump(inventory))
+        save = {
+            "ansible.builtin.copy": {
+                "content": "{{ lookup('ansible.builtin.vars', item, default={}) | to_json }}",
+                "dest": str(tmp_path) + "/{{ item }}_{{ inventory_hostname }}.json",
+            },
+            "loop": [task["register"] for task in tasks],
+            "check_mode": False,
+        }
+        play = {
+            "hosts": "aorta_nodes",
+            "gather_facts": False,
+            "roles": [{"role": "aorta.cluster.defaults"}],
+            "tasks": [dict(task, ignore_errors=True) for task in tasks] + [save],
+        }
+        (tmp_path / "play.yml").write_text(yaml.safe_dump([play]))
+        env = dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"), ANSIBLE_NOCOLOR="1")
+        argv = [str(BIN / "ansible-playbook"), str(tmp_path / "play.yml"), "-i", str(tmp_path / "inventory.yml")]
+        argv += ["-e", json.dumps({"ansible_python_interpreter": sys.executable, **(extra_vars or {})})]
+        argv += ["--check"] if check else []
+        proc = subprocess.run(argv, cwd=REPO, env=env, capture_output=True, text=True, timeout=300, check=False)
+        out = {}
+        for task in tasks:
+            for name in names:
+                path = tmp_path / f"{task['register']}_{name}.json"
+                assert path.exists(), proc.stdout[-3000:] + proc.stderr[-2000:]
+                out.setdefault(task["register"], {})[name] = json.loads(path.read_text())
+        return proc, out
+
+    return run
+
+
 # Synthetic gloo ranks and a combined_traces tree of them, shared by the analysis, report and
 # trace_parse tests (a fixture: pytest does not put tests/ on sys.path for plain imports).
 def step(name, ts, dur, cat="user_annotation", tid=1):

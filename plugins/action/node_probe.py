@@ -18,12 +18,18 @@ from ansible_collections.aorta.cluster.plugins.plugin_utils._tools import pyspy_
 class ActionModule(ActionBase):
     def run(self, tmp: Any = None, task_vars: dict[str, Any] | None = None) -> dict[str, Any]:
         result = super().run(tmp, task_vars)
-        args = dict(self._task.args)
+        result.update(self.probe(dict(self._task.args), task_vars))
+        return result
+
+    def probe(self, args: dict[str, Any], task_vars: dict[str, Any] | None, pyspy: Any = None) -> dict[str, Any]:
+        """The module's answer, judged: ``derived`` (fabric, record, py-spy), and failed with every
+        failure named. ``pyspy``: a py-spy plan made once for the run, instead of O(pyspy)'s setting."""
+        result: dict[str, Any] = {}
         expect = args.pop("expect", None) or {}
-        pyspy = None
         if "pyspy" in args:  # the controller's py-spy: the node says whether it has this very binary
             lease_dir = (args.get("lease") or {}).get("directory") or "/var/tmp/aorta-cluster"
-            pyspy = pyspy_plan(args.pop("pyspy"), f"{lease_dir.rstrip('/')}/tools")
+            setting = args.pop("pyspy")
+            pyspy = pyspy if pyspy is not None else pyspy_plan(setting, f"{lease_dir.rstrip('/')}/tools")
             if pyspy["source"]:
                 args["tools"] = [{"name": "py-spy", "path": pyspy["node_path"], "size": pyspy["size"]}]
         if args.get("lease") and not args["lease"].get("owner"):

@@ -58,7 +58,12 @@ class ActionModule(ActionBase):
 
     def run(self, tmp: Any = None, task_vars: dict[str, Any] | None = None) -> dict[str, Any]:
         result = super().run(tmp, task_vars)
-        args = self._task.args
+        result.update(self.wait(self._task.args, task_vars))
+        return result
+
+    def wait(self, args: Any, task_vars: dict[str, Any] | None) -> dict[str, Any]:
+        """Poll the node's status file until its supervisor finishes (one read when it already has)."""
+        result: dict[str, Any] = {}
         path = str(args["status_path"])
         poll = max(1, int(args.get("poll_seconds") or 15))
         started = time.monotonic()

@@ -11,7 +11,6 @@ from __future__ import annotations
 import errno
 import random
 import socket
-import time
 
 EPHEMERAL_RANGE_FILE = "/proc/sys/net/ipv4/ip_local_port_range"
 
@@ -86,33 +85,3 @@ def find_free_port(start, end, addresses, exclude=(), avoid=None, rng=None):
         f"no free TCP port in {start}-{end} on {', '.join(addresses)} ({tried} tried, {len(set(exclude))} excluded"
         f"{skipped}); widen the range or set aorta_master_port"
     )
-
-
-def accept_peers(port, expected, timeout, address="0.0.0.0", clock=None):
-    """Listen on ``address:port`` until ``expected`` connections arrived or ``timeout`` seconds passed.
-
-    Returns the peers' addresses in arrival order. Used to prove, before launch, that every worker
-    reaches the head's fabric address on the rendezvous port.
-    """
-    clock = clock or time.monotonic
-    deadline = clock() + timeout
-    sock = socket.socket(_family(address), socket.SOCK_STREAM)
-    peers = []
-    try:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind((address, port))
-        sock.listen(max(expected, 1))
-        while len(peers) < expected:
-            left = deadline - clock()
-            if left <= 0:
-                break
-            sock.settimeout(left)
-            try:
-                conn, peer = sock.accept()
-            except socket.timeout:
-                break
-            peers.append(peer[0])
-            conn.close()
-    finally:
-        sock.close()
-    return peers

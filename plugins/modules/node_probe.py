@@ -148,6 +148,33 @@ options:
     type: list
     elements: dict
     default: []
+  connect:
+    description:
+      - One TCP connection from the node to the head's rendezvous address, from the node's own address
+        on the interface gloo will use; C(facts.connect) says whether the head answered (a refusal is
+        an answer: the path is there). Proves the fabric carries the rendezvous before anything starts.
+    type: dict
+    suboptions:
+      host:
+        description: The head's address on that interface.
+        type: str
+        required: true
+      port:
+        description: The rendezvous port picked on the head.
+        type: int
+        required: true
+      source:
+        description: This node's fabric address (vpc_ip), the source unless O(connect.interface) holds another.
+        type: str
+        required: true
+      interface:
+        description: The interface gloo is pinned to when the user forced one; its first IPv4 address is the source.
+        type: str
+        default: ''
+      timeout:
+        description: Seconds to wait for the head's answer.
+        type: float
+        default: 30
 extends_documentation_fragment:
   - aorta.cluster._attributes
 attributes:
@@ -193,9 +220,22 @@ import time
 
 from ansible.module_utils.basic import AnsibleModule
 
+from ansible_collections.aorta.cluster.plugins.module_utils._fabric import reach
 from ansible_collections.aorta.cluster.plugins.module_utils._lease import LeaseError, LeaseHeld, refusal, take
 from ansible_collections.aorta.cluster.plugins.module_utils._ports import PortError, ephemeral_range, find_free_port
 from ansible_collections.aorta.cluster.plugins.module_utils._probe import gather, tool_facts
+
+
+def connect_facts(connect: dict, interfaces: dict) -> dict:
+    """One TCP connection to the head's rendezvous address from this node's own address on the
+    interface gloo will use (the fabric address unless the user forced another interface)."""
+    source = connect["source"]
+    if connect["interface"]:
+        own = [a for a in interfaces.get(connect["interface"], []) if ":" not in a]
+        source = own[0] if own else source
+    started = time.monotonic()
+    reached, error = reach(source, connect["host"], connect["port"], connect["timeout"])
+    return {"reached": reached, "error": error, "source": source, "seconds": round(time.monotonic() - started, 3)}
 
 
 def main() -> None:
@@ -244,6 +284,16 @@ def main() -> None:
             },
             "pyspy": {"type": "str"},
             "tools": {"type": "list", "elements": "dict", "default": []},
+            "connect": {
+                "type": "dict",
+                "options": {
+                    "host": {"type": "str", "required": True},
+                    "port": {"type": "int", "required": True},
+                    "source": {"type": "str", "required": True},
+                    "interface": {"type": "str", "default": ""},
+                    "timeout": {"type": "float", "default": 30},
+                },
+            },
         },
         supports_check_mode=True,
     )
@@ -287,6 +337,8 @@ def main() -> None:
             )
         except PortError as exc:
             module.fail_json(msg=f"preflight[port]: {exc}", **result)
+    if p["connect"]:
+        result["facts"]["connect"] = connect_facts(p["connect"], result["facts"].get("interfaces") or {})
     result["facts"]["clock"] = time.time()  # last: the controller compares it with the answer's arrival
     module.exit_json(**result)
 

@@ -10,9 +10,11 @@ must outlast it in a fixed order, or the wrong party ends the run:
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ansible_collections.aorta.cluster.plugins.module_utils import _supervisor as _sv
+from ansible_collections.aorta.cluster.plugins.plugin_utils import _container, _launch
 from ansible_collections.aorta.cluster.plugins.plugin_utils._launch import LaunchError
 
 DIAGNOSE_S = 30  # the diagnostics step's bound at the deadline (run_supervisor's default)
@@ -72,4 +74,199 @@ def launch_deadlines(
         "async_s": async_limit,
         "setup_lease_s": setup + SETUP_MARGIN_S,
         "container_lifetime_s": setup + async_limit,
+    }
+
+
+# What node_launch reads (the plan below and its own steps), besides the node's own aorta_vpc_ip and rank.
+LAUNCH_NAMES = (
+    "aorta_run_id_resolved",
+    "aorta_results_dir_resolved",
+    "aorta_docker_image",
+    "aorta_image_archive",
+    "aorta_image_archive_remote_dir",
+    "aorta_path",
+    "aorta_base_config",
+    "aorta_train_script",
+    "aorta_experiment_script",
+    "aorta_master_launch_mode",
+    "aorta_master_addr",
+    "aorta_gpus_per_node",
+    "aorta_nproc_per_node",
+    "aorta_extra_env",
+    "aorta_environment",
+    "aorta_rccl_build_path",
+    "aorta_flight_recorder_entries",
+    "aorta_torchrun",
+    "aorta_extra_torchrun_args",
+    "aorta_extra_train_args",
+    "aorta_training_overrides",
+    "aorta_output_dir",
+    "aorta_container_mount_path",
+    "aorta_docker_container_name",
+    "aorta_docker_network_mode",
+    "aorta_docker_shm_size",
+    "aorta_docker_privileged",
+    "aorta_docker_ulimits",
+    "aorta_skip_rccl_build",
+    "aorta_build_script",
+    "aorta_timeout_seconds",
+    "aorta_kill_grace_seconds",
+    "aorta_setup_timeout_seconds",
+    "aorta_heartbeat_timeout",
+    "aorta_diagnose",
+    "aorta_kernel_log_scan",
+    "aorta_lease_dir",
+    "aorta_parse_on_nodes",
+    "aorta_vpc_ip",
+    "aorta_node_rank",
+)
+
+
+def node_launch(
+    s: Mapping[str, Any],
+    node: str,
+    nodes: Sequence[str],
+    head: Mapping[str, Any],
+    prepared: Mapping[str, Any],
+    collect_dir: str | None = None,
+) -> dict[str, Any]:
+    """Everything one node's launch needs, from the run's settings ``s`` (aorta_* values),
+    the node's name, the cluster's nodes in rank order, the head (``name``, ``vpc_ip``, ``port``) and
+    this node's preflight result ``prepared`` (``facts``, ``derived``); ``collect_dir``: where script
+    mode's experiment script writes, relative to aorta_path (None: the run's aorta_output_dir).
+
+    Returns the container's name and ``docker run`` argv, the run and diagnostics directories, the
+    launch mode, rendezvous, nproc, deadlines, argv, environment and launch script, and the
+    supervisor's arguments (all but the run's secret, which only the action adds)."""
+    rank = int(s["aorta_node_rank"])
+    run_id = str(s["aorta_run_id_resolved"])
+    mount = str(s["aorta_container_mount_path"]).rstrip("/") or "/"
+    path = str(s["aorta_path"])
+    mode = _launch.launch_mode(s["aorta_master_launch_mode"], len(nodes))
+    nproc = int(s["aorta_nproc_per_node"] or s["aorta_gpus_per_node"])
+    deadlines = launch_deadlines(
+        s["aorta_timeout_seconds"],
+        s["aorta_kill_grace_seconds"],
+        s["aorta_setup_timeout_seconds"],
+        s["aorta_heartbeat_timeout"],
+    )
+    output = str(collect_dir if collect_dir is not None else s["aorta_output_dir"])
+    container = f"{s['aorta_docker_container_name']}-{run_id}"
+    # One directory per node: aorta_path may be shared (NFS), and each node's launch.sh differs.
+    run_dir = f"{path}/.aorta-cluster/{run_id}/node_{rank}"
+    run_dir_in = f"{mount}/.aorta-cluster/{run_id}/node_{rank}"
+    diagnostics_in = f"{mount}/{output}/diagnostics/node_{rank}"
+    facts = prepared.get("facts") or {}
+    derived = prepared.get("derived") or {}
+    docker_run = _container.docker_run_argv(
+        {
+            "name": container,
+            "image": s["aorta_docker_image"],
+            "labels": {"aorta.cluster.run": run_id, "aorta.cluster.node_rank": rank},
+            "network": s["aorta_docker_network_mode"],
+            "ipc": "host",
+            "shm_size": s["aorta_docker_shm_size"],
+            "privileged": bool(s["aorta_docker_privileged"]),
+            "ulimits": s["aorta_docker_ulimits"],
+            "group_ids": facts.get("group_ids") or [],
+            "devices": facts.get("container_devices") or [],
+            "mount_source": path,
+            "mount_target": mount,
+            "lifetime_seconds": deadlines["container_lifetime_s"],
+        }
+    )
+    master = _launch.master_addr(s["aorta_master_addr"], head.get("vpc_ip"), str(head["name"]))
+    port = int(head["port"])
+    env = _launch.base_env(
+        s["aorta_environment"],
+        s["aorta_rccl_build_path"],
+        s["aorta_extra_env"],
+        derived.get("fabric_env") or {},
+        {"entries": s["aorta_flight_recorder_entries"], "dump_dir": diagnostics_in},
+    )
+    if mode == "torchrun":
+        argv = _launch.torchrun_argv(
+            {
+                "torchrun": s["aorta_torchrun"],
+                "nnodes": len(nodes),
+                "node_rank": rank,
+                "nproc_per_node": nproc,
+                "master_addr": master,
+                "master_port": port,
+                "extra_torchrun_args": s["aorta_extra_torchrun_args"],
+                "train_script": f"{mount}/{s['aorta_train_script']}",
+                "config": f"{mount}/{s['aorta_base_config']}",
+                "output_dir": s["aorta_output_dir"],
+                "overrides": s["aorta_training_overrides"],
+                "extra_train_args": s["aorta_extra_train_args"],
+            }
+        )
+    else:
+        argv = ["bash", f"{mount}/{s['aorta_experiment_script']}", f"{mount}/{s['aorta_base_config']}"]
+    fabric_if = derived.get("fabric_if") or ""
+    pyspy = derived.get("pyspy") or {}
+    supervisor: dict[str, Any] = {
+        "run_id": run_id,
+        "container": container,
+        "command": ["bash", f"{run_dir_in}/launch.sh"],
+        "script_path": f"{run_dir}/launch.sh",
+        "script": _launch.launch_script(argv, env, mount, f"{run_dir_in}/node.log"),
+        "timeout_seconds": deadlines["timeout_s"],
+        "grace_seconds": deadlines["grace_s"],
+        "diagnose_seconds": deadlines["diagnose_s"],
+        "diagnostics_dir": diagnostics_in if s["aorta_diagnose"] else "",
+        "kernel_log": bool(s["aorta_kernel_log_scan"]),
+        "directory": s["aorta_lease_dir"],
+        "log": f"{run_dir}/node.log",
+        "progress_dir": f"{path}/{output}",
+        "ranks": list(range(rank * nproc, (rank + 1) * nproc)),
+        "chown_paths": [f"{mount}/.aorta-cluster/{run_id}", f"{mount}/{output}"],
+        # The head watches the run: every node reports to it; it stops every node when one fails or goes silent.
+        "watch": {
+            "node": node,
+            "head": str(head["name"]),
+            "nodes": list(nodes) if node == head["name"] else [],
+            "head_address": master,
+            "port": port,
+            "heartbeat_timeout": deadlines["heartbeat_timeout_s"],
+            "join_timeout": deadlines["join_s"],
+            "stopping_timeout": deadlines["stopping_s"],
+        },
+    }
+    if pyspy.get("source"):
+        supervisor.update(pyspy_path=pyspy["node_path"], pyspy_sha256=pyspy["sha256"])
+    if fabric_if:
+        # Asked only when the run goes wrong: tells a node that lost its link from the peers that waited for it.
+        supervisor["fabric"] = {
+            "interface": fabric_if,
+            "address": s["aorta_vpc_ip"],
+            "head_address": head.get("vpc_ip"),
+            "head_port": port,
+        }
+    output_in = f"{mount}/{output}"
+    return {
+        "container": container,
+        "launch_mode": mode,
+        "run_dir": run_dir,
+        "collect_dir": output,
+        "nproc": nproc,
+        "master_addr": master,
+        "master_port": port,
+        "deadlines": deadlines,
+        "argv": argv,
+        "environment": env,
+        "docker_run": docker_run,
+        "container_args": {
+            "container": container,
+            "run_argv": docker_run,
+            "run_dir": run_dir,
+            "mount_source": path,
+            # The run's directory, the output directory, and where torch's flight recorder dumps on
+            # its own (NCCL watchdog timeout) and the capture writes: proven writable by the container's root.
+            "writable": [run_dir_in, output_in, diagnostics_in],
+            "floor_dir": {"container": output_in, "host": f"{path}/{output}"},
+            "build": [] if s["aorta_skip_rccl_build"] else ["bash", f"{mount}/{s['aorta_build_script']}"],
+        },
+        "supervisor": supervisor,
+        "pyspy": pyspy,
     }

@@ -37,7 +37,8 @@ def judge(node: str, facts: Mapping[str, Any], expect: Mapping[str, Any]) -> dic
     """``{"failures": [message, ...], "derived": {...}}`` for one node's probe.
 
     expect keys: image, image_archive, archive_exists, aorta_path, paths, min_free_gb,
-    require_gpu, gpus_needed, vpc_ip, extra_env (the user's aorta_extra_env).
+    require_gpu, gpus_needed, vpc_ip, extra_env (the user's aorta_extra_env); on a worker, head and
+    head_port (named when facts.connect says the head did not answer).
     """
     failures: list[str] = []
     docker = facts.get("docker") or {}
@@ -72,6 +73,9 @@ def judge(node: str, facts: Mapping[str, Any], expect: Mapping[str, Any]) -> dic
                 f"preflight[gpu]: {node}: {count} GPUs seen by amd-smi/rocm-smi, {expect.get('gpus_needed')} needed"
             )
     derived = _fabric(node, facts, expect, failures)
+    connect = facts.get("connect")
+    if connect and not connect.get("reached") and derived.get("fabric_env"):
+        failures.append(unreached_head(node, expect, derived, connect))
     derived["record"] = {
         "docker": docker.get("version", ""),
         "image_present": image_present,
@@ -80,6 +84,22 @@ def judge(node: str, facts: Mapping[str, Any], expect: Mapping[str, Any]) -> dic
         "fabric_if": derived.get("fabric_if", ""),
     }
     return {"failures": failures, "derived": derived}
+
+
+def unreached_head(node: str, expect: Mapping[str, Any], derived: Mapping[str, Any], connect: Mapping[str, Any]) -> str:
+    """A worker that cannot reach the head's rendezvous address: which interface, and why it was chosen."""
+    vpc_ip, fabric_if = expect.get("vpc_ip"), derived.get("fabric_if")
+    gloo = derived["fabric_env"]["GLOO_SOCKET_IFNAME"]
+    why = (
+        f"(set by aorta_extra_env; the fabric address {vpc_ip} is on {fabric_if})"
+        if gloo != fabric_if
+        else "(the fabric interface)"
+    )
+    return (
+        f"preflight[fabric]: {node} ({vpc_ip} on {fabric_if}) cannot reach the head {expect.get('head')} at "
+        f"{connect.get('host', expect.get('head_address'))} port {expect.get('head_port')}, its address on "
+        f"GLOO_SOCKET_IFNAME={gloo} {why}: {connect.get('error', '')}"
+    )
 
 
 def _fabric(node: str, facts: Mapping[str, Any], expect: Mapping[str, Any], failures: list[str]) -> dict[str, Any]:

@@ -171,13 +171,11 @@ def test_survey_cluster_file_route_in_check_mode(standin_cluster, tmp_path):
     )
     stdout = runner.stdout.read()
     assert runner.rc == 0, stdout[-3000:]
-    # One task shows every node (run once, with --check or -v): a list, a row per node.
+    # Each node's launch event holds its row (what --check prints): rendezvous, argv, environment.
     shown = [
-        row
+        e["event_data"]["res"]["plan"]
         for e in runner.events
-        if e.get("event") == "runner_on_ok"
-        and str(e["event_data"].get("task", "")).startswith("Show what each node will run")
-        for row in e["event_data"]["res"]["msg"]
+        if e.get("event") == "runner_on_ok" and str(e["event_data"].get("task", "")) == "Launch on every node at once"
     ]
     ranks = sorted(int(m["node"].split("rank ", 1)[1].split(",")[0]) for m in shown)
     assert ranks == list(range(len(standin_cluster.nodes)))

@@ -129,8 +129,9 @@ def test_truncated_cluster_file_fails_with_the_plugins_message(repo, tmp_path):
 
 
 def test_playbook_stops_when_another_plugin_read_the_cluster_file(repo, tmp_path):
-    # An ansible.cfg of someone else's (default enable_plugins): yaml "parses" the file to no hosts.
-    (tmp_path / "ansible.cfg").write_text("[defaults]\n")
+    # An ansible.cfg of someone else's (default enable_plugins), the collection installed: yaml
+    # "parses" the file to no hosts, and the guard says so before any node play.
+    (tmp_path / "ansible.cfg").write_text(f"[defaults]\ncollections_path = {repo / '.collections'}\n")
     result = run(
         repo,
         "ansible-playbook",
@@ -143,6 +144,21 @@ def test_playbook_stops_when_another_plugin_read_the_cluster_file(repo, tmp_path
     assert result.returncode != 0
     assert "was not read by aorta.cluster.cluster_json" in result.stdout
     assert "read by the builtin yaml plugin" in result.stdout
+    # Without the collection on the path at all, Ansible itself names the collection's step it
+    # cannot find, before any play runs (the node steps are action plugins the plays name).
+    (tmp_path / "ansible.cfg").write_text("[defaults]\n")
+    result = run(
+        repo,
+        "ansible-playbook",
+        str(repo / "aorta_multinode.yml"),
+        "-i",
+        str(repo / "inventories/example/cluster.json"),
+        cwd=tmp_path,
+        env={"ANSIBLE_CONFIG": str(tmp_path / "ansible.cfg")},
+    )
+    assert result.returncode != 0
+    assert "aorta.cluster." in result.stdout + result.stderr
+    assert "PLAY [" not in result.stdout
 
 
 def test_playbook_with_a_bad_cluster_file_fails_before_any_play(repo, tmp_path):

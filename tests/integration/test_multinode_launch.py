@@ -50,11 +50,9 @@ def test_happy_path_completes_on_the_fabric_and_leaves_nothing(standin_cluster, 
     # Rendezvous on the head's fabric address, with a port picked ON the head.
     assert run["master_addr"] == nodes[0]["vpc_ip"]
     head = nodes[0]["mgmt_ip"]
-    pick = proc.stdout.split("(on the head, also pick the rendezvous port)]", 1)[1].split("TASK [", 1)[0]
-    # It bound the head's fabric address, which no other node holds, and ran on the head only
-    # (changed: it also took the head's lease).
-    assert f"changed: [{head}]" in pick
-    assert [line for line in pick.splitlines() if line.startswith(("ok:", "changed:"))] == [f"changed: [{head}]"]
+    # The port was picked on the head (binding its fabric address, which no other node holds) and
+    # is the one the preflight line and every node's launch name.
+    assert f"preflight: {len(nodes)} nodes ready; rendezvous {nodes[0]['vpc_ip']}:{run['master_port']};" in proc.stdout
     assert 29500 <= run["master_port"] <= 32767
     for node in run["nodes"]:
         assert node["fabric_if"] == "eth1"
@@ -103,7 +101,7 @@ def test_unreachable_node_stops_the_run_before_anything_is_launched(standin_clus
     assert proc.returncode != 0
     assert run["status"] == "FAILED"
     assert victim["mgmt_ip"] in run["message"]
-    assert "Reach every node over SSH" in run["message"]
+    assert "preflight[ssh]: unreachable" in run["message"]
     assert "Launch on every node at once" not in proc.stdout
     assert standin_cluster.containers_left() == []
 
@@ -170,7 +168,14 @@ def test_container_that_cannot_write_stops_the_run_naming_its_node(standin_clust
     assert "cannot write under /root/aorta" in run["message"] and "Read-only file system" in run["message"]
     assert "root_squash" in run["message"]
     assert {n["state"] for n in run["nodes"]} == {"not_started"}
-    assert "Launch on every node at once" not in proc.stdout
+    # No supervisor started anywhere (the container's check is part of each node's launch step).
+    for i in range(len(standin_cluster.nodes)):
+        assert (
+            standin_cluster.node_exec(
+                i, "sh", "-c", f"ls /var/tmp/aorta-cluster/runs/{run['run_id']}.json 2>/dev/null", check=False
+            )
+            == ""
+        )
     assert standin_cluster.containers_left() == []
 
 
@@ -233,6 +238,7 @@ def test_node_without_the_image_loads_it_from_the_archive(standin_cluster, tmp_p
     proc, run, _results, _elapsed = standin_cluster.run(tmp_path, aorta_collect_traces=False)
     assert proc.returncode == 0, proc.stdout[-3000:]
     assert run["status"] == "COMPLETED"
-    loaded = proc.stdout.split("Load the archive]", 1)[1].split("TASK [", 1)[0]
-    assert f"changed: [{standin_cluster.nodes[last]['mgmt_ip']}]" in loaded
+    # One line, for the node that lacked it only.
+    assert proc.stdout.count(": loaded ") == 1
+    assert f"{standin_cluster.nodes[last]['mgmt_ip']}: loaded {image} from " in proc.stdout
     assert image in standin_cluster.node_exec(last, "docker", "images", "--format", "{{.Repository}}:{{.Tag}}")

@@ -3,12 +3,15 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
+import yaml
 
 from ansible_collections.aorta.cluster.plugins.module_utils import _aggregator, _kernel_log
 from ansible_collections.aorta.cluster.plugins.module_utils import _supervisor as sv
 from ansible_collections.aorta.cluster.plugins.plugin_utils._launch import LaunchError
-from ansible_collections.aorta.cluster.plugins.plugin_utils._plan import launch_deadlines
+from ansible_collections.aorta.cluster.plugins.plugin_utils._plan import LAUNCH_NAMES, launch_deadlines, node_launch
 
 
 @pytest.mark.parametrize("timeout,grace,setup", [(1, 0, 1), (60, 10, 1800), (3600, 30, 1800), (86400, 600, 60)])
@@ -62,3 +65,84 @@ def test_the_controllers_wait_outlasts_the_supervisors_worst_case_from_its_own_c
     # The head: its own worst case, then serving the others for as long as a stopping node may be silent.
     head = supervisor_worst_case(timeout, grace, linger_s=d["stopping_s"])
     assert head <= d["supervisor_end_s"] < d["wait_s"] < d["async_s"]
+
+
+def launch_settings(**overrides):
+    """Every value node_launch reads, as the play would give them: the generated defaults, then the run's."""
+    defaults = yaml.safe_load(
+        (Path(__file__).resolve().parents[4] / "roles" / "defaults" / "defaults" / "main.yml").read_text()
+    )
+    values = {name: defaults.get(name) for name in LAUNCH_NAMES}
+    values.update(
+        aorta_run_id_resolved="r1",
+        aorta_results_dir_resolved="/res/r1",
+        aorta_output_dir="aorta_runs/r1",
+        aorta_path="/home/me/aorta",
+        aorta_vpc_ip="10.1.0.2",
+        aorta_node_rank=1,
+        aorta_gpus_per_node=8,
+    )
+    values.update(overrides)
+    return values
+
+
+PREPARED = {
+    "facts": {"group_ids": [44, 109], "container_devices": ["/dev/kfd", "/dev/dri"]},
+    "derived": {
+        "fabric_if": "ens51",
+        "fabric_env": {"NCCL_SOCKET_IFNAME": "ens51", "GLOO_SOCKET_IFNAME": "ens51"},
+        "pyspy": {"source": "/usr/bin/py-spy", "node_path": "/var/tmp/aorta-cluster/tools/py-spy-ab", "sha256": "ab"},
+    },
+}
+HEAD = {"name": "gpu-a", "vpc_ip": "10.1.0.1", "port": 29517}
+
+
+def test_a_workers_launch_rendezvous_on_the_heads_fabric_address_and_port():
+    plan = node_launch(launch_settings(), "gpu-b", ["gpu-a", "gpu-b"], HEAD, PREPARED)
+    assert plan["launch_mode"] == "torchrun" and plan["nproc"] == 8
+    assert plan["master_addr"] == "10.1.0.1" and plan["master_port"] == 29517
+    argv = plan["argv"]
+    assert "--nnodes=2" in argv and "--node_rank=1" in argv and "--master_addr=10.1.0.1" in argv
+    assert "--master_port=29517" in argv and "--nproc_per_node=8" in argv
+    assert argv.count("--override") == 1  # one group: Aorta's argparse keeps only the last
+    assert plan["environment"]["GLOO_SOCKET_IFNAME"] == "ens51"
+    assert plan["container"] == "aorta-benchmark-r1"
+    run = plan["docker_run"]
+    assert "--group-add" in run and "44" in run and "/dev/kfd" in " ".join(run)
+    assert "aorta.cluster.node_rank=1" in " ".join(run)
+    sup = plan["supervisor"]
+    assert sup["ranks"] == list(range(8, 16))
+    assert sup["watch"]["nodes"] == [] and sup["watch"]["head"] == "gpu-a" and "secret" not in sup["watch"]
+    assert sup["fabric"] == {
+        "interface": "ens51",
+        "address": "10.1.0.2",
+        "head_address": "10.1.0.1",
+        "head_port": 29517,
+    }
+    assert sup["pyspy_path"].endswith("py-spy-ab") and sup["progress_dir"] == "/home/me/aorta/aorta_runs/r1"
+    assert plan["container_args"]["writable"][0] == "/mnt/.aorta-cluster/r1/node_1"
+    assert plan["container_args"]["build"] == []  # aorta_skip_rccl_build's default
+
+
+def test_the_head_serves_every_node_and_its_deadlines_come_from_one_source():
+    s = launch_settings(aorta_node_rank=0, aorta_vpc_ip="10.1.0.1", aorta_timeout_seconds=900)
+    plan = node_launch(s, "gpu-a", ["gpu-a", "gpu-b"], HEAD, PREPARED)
+    assert plan["supervisor"]["watch"]["nodes"] == ["gpu-a", "gpu-b"]
+    assert plan["deadlines"] == launch_deadlines(900, s["aorta_kill_grace_seconds"], s["aorta_setup_timeout_seconds"])
+    assert plan["supervisor"]["timeout_seconds"] == 900
+    assert plan["supervisor"]["watch"]["stopping_timeout"] == plan["deadlines"]["stopping_s"]
+
+
+def test_one_node_runs_the_experiment_script_and_collects_from_the_configs_output_dir():
+    s = launch_settings(aorta_node_rank=0, aorta_skip_rccl_build=False)
+    plan = node_launch(s, "gpu-a", ["gpu-a"], HEAD, {}, collect_dir="artifacts/standin")
+    assert plan["launch_mode"] == "script"
+    assert plan["argv"] == ["bash", "/mnt/scripts/launch_rocm.sh", "/mnt/config/distributed.yaml"]
+    assert plan["supervisor"]["progress_dir"] == "/home/me/aorta/artifacts/standin"
+    assert plan["container_args"]["build"] == ["bash", "/mnt/scripts/build_rccl.sh"]
+    assert "fabric" not in plan["supervisor"]  # no fabric interface known: nothing to ask when it goes wrong
+
+
+def test_a_bad_launch_mode_is_refused_naming_the_variable():
+    with pytest.raises(LaunchError, match="aorta_master_launch_mode"):
+        node_launch(launch_settings(aorta_master_launch_mode="script"), "gpu-b", ["gpu-a", "gpu-b"], HEAD, PREPARED)

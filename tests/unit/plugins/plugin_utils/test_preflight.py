@@ -119,3 +119,19 @@ def test_interface_holding_names_what_the_node_has():
     assert interface_holding({"a": ["10.0.0.1"], "b": ["fd00::2"]}, "fd00::2") == "b"
     with pytest.raises(LaunchError, match=r"n9: no interface holds .* 10\.0\.0\.9; it has a=10\.0\.0\.1$"):
         interface_holding({"a": ["10.0.0.1"], "lo0": []}, "10.0.0.9", "n9")
+
+
+def test_a_worker_that_cannot_reach_the_head_names_the_interface_and_why_it_was_chosen():
+    head = {"head": "gpu-a", "head_port": 29517, "head_address": "192.168.1.1"}
+    unreached = {"reached": False, "error": "no answer within 30s", "host": "192.168.1.1"}
+    forced = judge("n1", facts(connect=unreached), expect(extra_env={"GLOO_SOCKET_IFNAME": "eth0"}, **head))
+    assert forced["failures"] == [
+        "preflight[fabric]: n1 (10.224.0.11 on ens51) cannot reach the head gpu-a at 192.168.1.1 port 29517, "
+        "its address on GLOO_SOCKET_IFNAME=eth0 (set by aorta_extra_env; the fabric address 10.224.0.11 is on "
+        "ens51): no answer within 30s"
+    ]
+    plain = judge("n1", facts(connect=dict(unreached, host="10.224.0.1")), expect(**head))["failures"]
+    assert plain[0].endswith("its address on GLOO_SOCKET_IFNAME=ens51 (the fabric interface): no answer within 30s")
+    # A refusal is an answer (the path is there); the head is not probed by itself.
+    assert judge("n1", facts(connect={"reached": True, "error": ""}), expect(**head))["failures"] == []
+    assert judge("n1", facts(), expect())["failures"] == []

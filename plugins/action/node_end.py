@@ -1,0 +1,211 @@
+# Copyright (c) aorta.cluster contributors
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""The controller side of aorta.cluster.node_end (documented in plugins/modules/node_end.py)."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shlex
+import time
+from typing import Any
+
+from ansible.errors import AnsibleConnectionFailure, AnsibleError
+
+from ansible_collections.aorta.cluster.plugins.action.run_wait import ActionModule as WaitAction
+from ansible_collections.aorta.cluster.plugins.plugin_utils import _pull, _settings
+from ansible_collections.aorta.cluster.plugins.plugin_utils._controller import controller_identity
+from ansible_collections.aorta.cluster.plugins.plugin_utils._run import node_state, torchrun_failure
+
+NAMES = (
+    "aorta_run_id_resolved",
+    "aorta_results_dir_resolved",
+    "aorta_lease_dir",
+    "aorta_poll_seconds",
+    "aorta_training_overrides",
+    "aorta_path",
+    "aorta_container_mount_path",
+    "aorta_output_dir",
+    "aorta_collect_traces",
+    "aorta_collect_since",
+    "aorta_collect_compression",
+    "aorta_collect_parallel",
+    "aorta_collect_delete_remote",
+    "aorta_parse_on_nodes",
+    "aorta_include_unlinked_kernels",
+    "aorta_vpc_ip",
+    "aorta_node_rank",
+    "aorta_connect_timeout",
+)
+
+PULL_ATTEMPTS = 3  # a transient drop is retried; a pull that still fails is this node's error only
+PULL_DELAY_S = 3
+
+
+class ActionModule(WaitAction):
+    TRANSFERS_FILES = False
+    _VALID_ARGS = frozenset()
+
+    def run(self, tmp: Any = None, task_vars: dict[str, Any] | None = None) -> dict[str, Any]:
+        result = super(WaitAction, self).run(tmp, task_vars)
+        task_vars = task_vars or {}
+        self._vars = task_vars  # every module run below needs them (interpreter, connection)
+        node = str(task_vars.get("inventory_hostname"))
+        head = _settings.head_of(task_vars)
+        nodes = (task_vars.get("groups") or {}).get("aorta_nodes") or [node]
+        hostvars = task_vars.get("hostvars") or {}
+        try:
+            s = _settings.read(self._templar.template, task_vars, NAMES)
+        except _settings.SettingsError as exc:
+            result.update(failed=True, msg=str(exc))
+            return result
+        _settings.bound_connection(self._connection, s["aorta_connect_timeout"])
+        launch = task_vars.get("aorta_launch") or {}
+        watched = (hostvars["localhost"].get("aorta_watch") or {}) if "localhost" in hostvars else {}
+        results_dir = str(s["aorta_results_dir_resolved"])
+        progress_dir = os.path.join(results_dir, ".progress") if results_dir else None
+        lease_dir = str(s["aorta_lease_dir"])
+        run_id = str(s["aorta_run_id_resolved"])
+        wait: dict[str, Any] = {"skipped": True}
+        if (launch.get("job") or {}).get("results_file"):
+            args = {
+                "status_path": f"{lease_dir}/runs/{run_id}.json",
+                "timeout_seconds": launch["deadlines"]["wait_s"],
+                "poll_seconds": max(int(s["aorta_poll_seconds"]), 1),
+                "progress_dir": progress_dir,
+                "total_nodes": len(nodes),
+                "total_steps": (s["aorta_training_overrides"] or {}).get("training.max_steps"),
+                "results_file": launch["job"]["results_file"],
+                # A head the watch already found unreachable is asked once more, not three times.
+                "unreachable_polls": 1 if watched.get("head_lost") and node == head else 3,
+            }
+            wait = self.wait(args, task_vars)
+        status = wait.get("status") or {}
+        record = {
+            "name": node,
+            "rank": s["aorta_node_rank"],
+            "mgmt_ip": self._templar.template(task_vars.get("aorta_mgmt_ip", node)),
+            "vpc_ip": s["aorta_vpc_ip"],
+            "fabric_if": (((task_vars.get("aorta_prepare") or {}).get("derived") or {}).get("fabric_env") or {}).get(
+                "GLOO_SOCKET_IFNAME", ""
+            ),
+            "container": launch.get("container"),
+            "failure": torchrun_failure(status.get("log_tail") or ""),
+            "progress": status.get("progress") or {},
+            "node_errors": status.get("node_errors"),
+            "fabric": status.get("fabric"),
+            "cluster_stop": status.get("cluster_stop"),
+            "silent_nodes": status.get("silent_nodes") or {},
+            "capture_s": status.get("capture_s"),
+            "capture_note": status.get("capture_note") or "",
+            "log": f"{results_dir}/logs/{node}.log",
+        }
+        record.update(node_state(wait))
+        # polls: the remote commands the wait made (one when the watch saw the run end).
+        result.update(changed=False, node_result=record, polls=wait.get("polls", 0))
+        gone = bool(wait.get("node_unreachable"))
+        output = launch.get("collect_dir") or str(s["aorta_output_dir"])
+        if not gone:
+            gone = self._end_on_node(s, launch, node, output, result)
+        if s["aorta_collect_traces"] and not self._task.check_mode:
+            result["collect"] = self._collect(s, launch, record, output, gone, result.get("teardown_error", ""))
+        if s["aorta_parse_on_nodes"] and not gone and not self._task.check_mode:
+            summary = self._execute_module(
+                module_name="aorta.cluster.trace_summary",
+                module_args={
+                    "root": f"{s['aorta_path']}/{s['aorta_output_dir']}",
+                    "include_unlinked_kernels": bool(s["aorta_include_unlinked_kernels"]),
+                },
+                task_vars=task_vars,
+            )
+            result["summaries"] = summary.get("summaries", [])
+        return result
+
+    def _end_on_node(self, s: dict[str, Any], launch: dict[str, Any], node: str, output: str, result: dict) -> bool:
+        """The node's log saved here, then this run's containers removed and the lease released
+        (the supervisor does the same when it ends; this is the backstop). True when the node is gone."""
+        results_dir = str(s["aorta_results_dir_resolved"])
+        try:
+            if launch.get("run_dir") and results_dir and not self._task.check_mode:
+                os.makedirs(os.path.join(results_dir, "logs"), exist_ok=True)
+                with contextlib.suppress(AnsibleError):
+                    self._connection.fetch_file(f"{launch['run_dir']}/node.log", f"{results_dir}/logs/{node}.log")
+            mount, run_id = str(s["aorta_container_mount_path"]).rstrip("/"), str(s["aorta_run_id_resolved"])
+            released = self._execute_module(
+                module_name="aorta.cluster.node_lease",
+                module_args={
+                    "run_id": run_id,
+                    "directory": s["aorta_lease_dir"],
+                    "state": "released",
+                    "node_rank": int(s["aorta_node_rank"]),
+                    "owner": controller_identity(),
+                    "chown_paths": [f"{mount}/.aorta-cluster/{run_id}", f"{mount}/{output}"],
+                },
+                task_vars=self._vars,
+            )
+        except AnsibleConnectionFailure as exc:
+            result["teardown_error"] = f"unreachable: {exc}"
+            return True
+        result["teardown"] = {k: released.get(k) for k in ("changed", "removed", "msg", "failed") if k in released}
+        return False
+
+    def _collect(
+        self, s: dict[str, Any], launch: dict[str, Any], record: dict[str, Any], output: str, gone: bool, why: str
+    ) -> dict[str, Any]:
+        results_dir = str(s["aorta_results_dir_resolved"])
+        rank = int(s["aorta_node_rank"])
+        local = _pull.staging_path(results_dir, rank)
+        if gone:
+            error = why or "unreachable during the run (not asked again)"
+            return _pull.manifest_row(record, record["state"], None, local, error, {})
+        run_id = str(s["aorta_run_id_resolved"])
+        remote = f"{s['aorta_path']}/.aorta-cluster/{run_id}/traces.tar"
+        since = s["aorta_collect_since"]
+        floor = float(since) if since is not None else float((launch.get("started") or {}).get("start_floor") or 0)
+        try:
+            pack = self._execute_module(
+                module_name="aorta.cluster.trace_pack",
+                module_args={
+                    "root": f"{s['aorta_path']}/{output}",
+                    "since": floor,
+                    "archive": remote,
+                    "compression": s["aorta_collect_compression"],
+                },
+                task_vars=self._vars,
+            )
+        except AnsibleConnectionFailure as exc:
+            return _pull.manifest_row(record, record["state"], None, local, f"unreachable: {exc}", {})
+        if pack.get("failed") or pack.get("archive") is None:
+            return _pull.manifest_row(record, record["state"], None, local, str(pack.get("msg", "pack failed")), {})
+        pull = self._pull(
+            remote, local, str(pack.get("archive_sha256", "")), int(s["aorta_collect_parallel"]), results_dir
+        )
+        error = "" if pull["ok"] else f"pull failed: {pull['msg']}"
+        with contextlib.suppress(AnsibleError):
+            # Never in script mode: the config's output directory holds earlier runs' files too.
+            if pull["ok"] and s["aorta_collect_delete_remote"] and launch.get("collect_dir") is None:
+                self._low_level_execute_command(
+                    "rm -rf -- " + shlex.quote(f"{s['aorta_path']}/{s['aorta_output_dir']}"), sudoable=False
+                )
+            self._low_level_execute_command("rm -f -- " + shlex.quote(remote), sudoable=False)
+        return _pull.manifest_row(record, record["state"], pack, local, error, pull)
+
+    def _pull(self, remote: str, local: str, sha256: str, parallel: int, results_dir: str) -> dict[str, Any]:
+        """The archive pulled over the node's own connection, checked against the node's hash; at
+        most ``parallel`` nodes at once (a lock file per slot)."""
+        os.makedirs(os.path.dirname(local), exist_ok=True)
+        msg = ""
+        for attempt in range(1, PULL_ATTEMPTS + 1):
+            with _pull.slot(os.path.join(results_dir, ".staging", ".slots"), parallel):
+                try:
+                    self._connection.fetch_file(remote, local)
+                    got = _pull.sha256_of(local)
+                    if not sha256 or got == sha256:
+                        return {"ok": True, "msg": "", "attempts": attempt}
+                    msg = f"the archive's sha256 is {got}, the node packed {sha256}"
+                except (AnsibleError, OSError) as exc:
+                    msg = str(exc)
+            if attempt < PULL_ATTEMPTS:
+                time.sleep(PULL_DELAY_S)
+        return {"ok": False, "msg": msg, "attempts": PULL_ATTEMPTS}

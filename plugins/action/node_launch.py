@@ -1,0 +1,215 @@
+# Copyright (c) aorta.cluster contributors
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""The controller side of aorta.cluster.node_launch (documented in plugins/modules/node_launch.py)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+from typing import Any
+
+import yaml
+from ansible.errors import AnsibleConnectionFailure
+from ansible.plugins.action import ActionBase
+from ansible.utils.display import Display
+
+from ansible_collections.aorta.cluster.plugins.action.node_prepare import head_file
+from ansible_collections.aorta.cluster.plugins.plugin_utils import _launch, _plan, _settings
+
+display = Display()
+
+
+class ActionModule(ActionBase):
+    TRANSFERS_FILES = True
+    _VALID_ARGS = frozenset()
+
+    def run(self, tmp: Any = None, task_vars: dict[str, Any] | None = None) -> dict[str, Any]:
+        result = super().run(tmp, task_vars)
+        task_vars = task_vars or {}
+        self._vars = task_vars  # every module run below needs them (interpreter, connection)
+        node = str(task_vars.get("inventory_hostname"))
+        groups = task_vars.get("groups") or {}
+        nodes = [str(n) for n in groups.get("aorta_nodes") or [node]]
+        head = _settings.head_of(task_vars)
+        hostvars = task_vars.get("hostvars") or {}
+        try:
+            s = _settings.read(self._templar.template, task_vars, _plan.LAUNCH_NAMES)
+            prepared = task_vars.get("aorta_prepare") or {}
+            seen = _settings.wait_json(head_file(s["aorta_results_dir_resolved"]), 0) or {}
+            head_vpc = self._templar.template(hostvars[head]["aorta_vpc_ip"]) if node != head else s["aorta_vpc_ip"]
+            collect_dir = None
+            if _launch.launch_mode(s["aorta_master_launch_mode"], len(nodes)) == "script":
+                collect_dir = self._script_mode(s, prepared)
+            plan = _plan.node_launch(
+                s, node, nodes, {"name": head, "vpc_ip": head_vpc, "port": seen.get("port") or 0}, prepared, collect_dir
+            )
+        except (_settings.SettingsError, _launch.LaunchError, KeyError) as exc:
+            result.update(failed=True, msg=f"{type(exc).__name__ if isinstance(exc, KeyError) else ''}{exc}")
+            return result
+        if node == head:
+            self._show_preflight(nodes, hostvars, plan, task_vars)
+        row = self._row(node, s, plan)
+        if self._task.check_mode and not int(task_vars.get("ansible_verbosity") or 0):
+            # Once per node and only when asked for (--check; -v prints the result, which holds it):
+            # printed on every run, it was some forty console lines per node.
+            display.display(json.dumps(row, indent=4))
+        result.update(
+            plan=row,
+            changed=False,
+            container=plan["container"],
+            launch_mode=plan["launch_mode"],
+            run_dir=plan["run_dir"],
+            collect_dir=plan["collect_dir"] if collect_dir is not None else None,
+            nproc=plan["nproc"],
+            master_addr=plan["master_addr"],
+            master_port=plan["master_port"],
+            deadlines=plan["deadlines"],
+            # Where the head's supervisor and aggregator write, for the run's watch.
+            status_path=f"{s['aorta_lease_dir']}/runs/{s['aorta_run_id_resolved']}.json",
+            aggregate_path=f"{s['aorta_lease_dir']}/aggregates/{s['aorta_run_id_resolved']}.json",
+        )
+        if self._task.check_mode:
+            return result
+        try:
+            step = self._image(s, prepared, node) or self._pyspy(plan["pyspy"])
+            if step:
+                result.update(step)
+                return result
+            started = self._execute_module(
+                module_name="aorta.cluster.run_container", module_args=plan["container_args"], task_vars=task_vars
+            )
+            if started.get("failed"):
+                result.update(started)
+                return result
+            result["started"] = {"start_floor": started.get("start_floor"), "container_id": started.get("container_id")}
+            supervisor = dict(plan["supervisor"])
+            secret = self._templar.template(hostvars["localhost"]["aorta_run_secret_resolved"])
+            supervisor["watch"] = dict(supervisor["watch"], secret=secret)
+            # The supervisor runs for the whole run, detached (Ansible's async wrapper), past the node's
+            # own deadline, grace, diagnostics and cleanup: the wrapper must never be the one that ends it.
+            self._task.async_val = plan["deadlines"]["async_s"]
+            try:
+                job = self._execute_module(
+                    module_name="aorta.cluster.run_supervisor",
+                    module_args=supervisor,
+                    task_vars=task_vars,
+                    wrap_async=True,
+                )
+            finally:
+                self._task.async_val = 0
+        except AnsibleConnectionFailure as exc:
+            result.update(failed=True, msg=f"launch: unreachable: {node}: {exc}")
+            return result
+        if job.get("failed"):
+            result.update(failed=True, msg=job.get("msg", "the supervisor did not start"))
+            return result
+        result.update(
+            changed=True, job={"ansible_job_id": job.get("ansible_job_id"), "results_file": job.get("results_file")}
+        )
+        return result
+
+    def _script_mode(self, s: dict[str, Any], prepared: dict[str, Any]) -> str:
+        """Aorta's launch_rocm.sh passes no --override: the run's files go where the config says."""
+        if s["aorta_parse_on_nodes"]:
+            raise _launch.LaunchError(
+                "aorta_parse_on_nodes needs the run-scoped output of torchrun mode; script mode writes to the "
+                "config's output directory, shared with earlier runs. Use aorta_master_launch_mode=torchrun."
+            )
+        text = (((prepared.get("facts") or {}).get("read")) or {}).get("text") or ""
+        try:
+            config = yaml.safe_load(text) if text else {}
+        except yaml.YAMLError as exc:
+            raise _launch.LaunchError(f"{s['aorta_base_config']}: not YAML ({str(exc).splitlines()[0]})") from None
+        out = _launch.config_output_dir(config, s["aorta_container_mount_path"], s["aorta_base_config"])
+        if s["aorta_training_overrides"]:
+            display.display(
+                f"script launch mode: {s['aorta_experiment_script']} receives only the config, so "
+                f"aorta_training_overrides do not reach Aorta and its files go to {out} (only files newer than "
+                "this launch are collected). aorta_master_launch_mode=torchrun applies them."
+            )
+        return out
+
+    def _command(self, argv: list[str]) -> dict[str, Any]:
+        return self._execute_module(
+            module_name="ansible.legacy.command", module_args={"argv": argv}, task_vars=self._vars
+        )
+
+    def _image(self, s: dict[str, Any], prepared: dict[str, Any], node: str) -> dict[str, Any] | None:
+        """Pull the image, or load it from the archive (air-gapped nodes), where the node lacks it."""
+        if ((prepared.get("facts") or {}).get("image_id")) or prepared.get("skipped"):
+            return None
+        image, archive = str(s["aorta_docker_image"]), str(s["aorta_image_archive"] or "")
+        if not archive:
+            self._command(["docker", "pull", image])
+        else:
+            remote = f"{str(s['aorta_image_archive_remote_dir']).rstrip('/')}/{os.path.basename(archive)}"
+            self._connection.put_file(archive, remote)
+            loaded = self._command(["docker", "load", "-q", "-i", remote])
+            self._low_level_execute_command("rm -f -- " + shlex.quote(remote), sudoable=False)
+            if loaded.get("rc"):
+                return {"failed": True, "msg": f"Load the archive {archive} on {node}: {loaded.get('stderr', '')}"}
+            display.display(f"{node}: loaded {image} from {archive}")
+        check = self._command(["docker", "image", "inspect", "--format", "{{.Id}}", image])
+        if check.get("rc"):
+            how = f"loaded from {archive}" if archive else "pulled"
+            return {
+                "failed": True,
+                "msg": f"{node}: {image} is not on the node after it was {how}: {check.get('stderr', '')}",
+            }
+        return None
+
+    def _pyspy(self, pyspy: dict[str, Any]) -> dict[str, Any] | None:
+        """py-spy into the node's tools directory, once per node (its name carries its hash), for a hang's stacks."""
+        if not pyspy.get("source") or pyspy.get("present"):
+            return None
+        part = f"{pyspy['node_path']}.{os.getpid()}.part"
+        self._connection.put_file(pyspy["source"], part)
+        done = self._low_level_execute_command(
+            f"chmod 0755 {shlex.quote(part)} && mv -f -- {shlex.quote(part)} {shlex.quote(pyspy['node_path'])}",
+            sudoable=False,
+        )
+        if done.get("rc"):
+            return {"failed": True, "msg": f"cannot place py-spy at {pyspy['node_path']}: {done.get('stderr', '')}"}
+        return None
+
+    @staticmethod
+    def _row(node: str, s: dict[str, Any], plan: dict[str, Any]) -> dict[str, Any]:
+        return {
+            "node": f"{node} (rank {s['aorta_node_rank']}, {plan['launch_mode']})",
+            "rendezvous": f"{plan['master_addr']}:{plan['master_port']}",
+            "argv": plan["argv"],
+            "environment": plan["environment"],
+            "docker_run": " ".join(shlex.quote(str(arg)) for arg in plan["docker_run"]),
+        }
+
+    def _show_preflight(self, nodes: list[str], hostvars: Any, plan: dict[str, Any], task_vars: dict[str, Any]) -> None:
+        """One line for the whole cluster, a line per node where an earlier run was cleaned up, and
+        every node's own line with -v (a line per node on every run grew with N)."""
+        verbose = int(task_vars.get("ansible_verbosity") or 0) > 0
+        lines, interfaces = [], []
+        for host in nodes:
+            prepared = hostvars[host].get("aorta_prepare") or {}
+            record = (prepared.get("derived") or {}).get("record") or {}
+            lease = prepared.get("lease") or {}
+            if record.get("fabric_if") and record["fabric_if"] not in interfaces:
+                interfaces.append(record["fabric_if"])
+            if verbose:
+                lines.append(
+                    f"{host}: fabric {record.get('fabric_ip')} on {record.get('fabric_if')}, "
+                    f"docker {record.get('docker')}, "
+                    f"image {'present' if record.get('image_present') else 'to load'}, "
+                    f"{record.get('free_gib')} GiB free, clock offset {record.get('clock_offset_s')} s"
+                )
+            if lease.get("previous") is not None or lease.get("stopped") or lease.get("removed_containers"):
+                lines.append(f"preflight[lease]: {host}: {lease.get('message', '')}")
+        display.display(
+            "\n".join(
+                [
+                    f"preflight: {len(nodes)} nodes ready; rendezvous {plan['master_addr']}:{plan['master_port']}; "
+                    f"fabric interface {', '.join(interfaces)}",
+                    *lines,
+                ]
+            )
+        )

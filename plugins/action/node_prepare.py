@@ -1,0 +1,178 @@
+# Copyright (c) aorta.cluster contributors
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""The controller side of aorta.cluster.node_prepare (documented in plugins/modules/node_prepare.py)."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from ansible.errors import AnsibleConnectionFailure
+from ansible.utils.display import Display
+
+from ansible_collections.aorta.cluster.plugins.action.node_probe import ActionModule as ProbeAction
+from ansible_collections.aorta.cluster.plugins.plugin_utils import _settings
+from ansible_collections.aorta.cluster.plugins.plugin_utils._cluster_file import partial_cluster
+from ansible_collections.aorta.cluster.plugins.plugin_utils._launch import LaunchError, launch_mode
+from ansible_collections.aorta.cluster.plugins.plugin_utils._plan import launch_deadlines
+from ansible_collections.aorta.cluster.plugins.plugin_utils._tools import pyspy_plan
+
+display = Display()
+
+NAMES = (
+    "aorta_run_id_resolved",
+    "aorta_results_dir_resolved",
+    "aorta_docker_image",
+    "aorta_image_archive",
+    "aorta_path",
+    "aorta_base_config",
+    "aorta_train_script",
+    "aorta_experiment_script",
+    "aorta_master_launch_mode",
+    "aorta_require_gpu",
+    "aorta_gpus_per_node",
+    "aorta_nproc_per_node",
+    "aorta_min_free_gb",
+    "aorta_extra_env",
+    "aorta_master_port",
+    "aorta_port_range_start",
+    "aorta_port_range_end",
+    "aorta_fabric_check_timeout",
+    "aorta_connect_timeout",
+    "aorta_lease_dir",
+    "aorta_pyspy",
+    "aorta_timeout_seconds",
+    "aorta_kill_grace_seconds",
+    "aorta_setup_timeout_seconds",
+    "aorta_vpc_ip",
+)
+
+
+def head_file(results_dir: str) -> str:
+    return os.path.join(_settings.plan_dir(results_dir), "head.json")
+
+
+class ActionModule(ProbeAction):
+    TRANSFERS_FILES = False
+    _VALID_ARGS = frozenset()
+
+    def run(self, tmp: Any = None, task_vars: dict[str, Any] | None = None) -> dict[str, Any]:
+        result = super(ProbeAction, self).run(tmp, task_vars)
+        task_vars = task_vars or {}
+        node = str(task_vars.get("inventory_hostname"))
+        head = _settings.head_of(task_vars)
+        nodes = list((task_vars.get("groups") or {}).get("aorta_nodes") or [node])
+        # Before any node is touched: a job that sees part of the cluster would rendezvous alone.
+        first = (task_vars.get("hostvars") or {}).get(nodes[0]) or {}
+        partial = partial_cluster(
+            len(task_vars.get("ansible_play_hosts_all") or nodes), first.get("aorta_cluster_nodes")
+        )
+        if partial:
+            result.update(failed=True, msg=partial, own=node == head, reached=False)
+            return result
+        try:
+            s = _settings.read(self._templar.template, task_vars, NAMES)
+            mode = launch_mode(s["aorta_master_launch_mode"], len(nodes))
+        except (_settings.SettingsError, LaunchError) as exc:
+            result.update(failed=True, msg=str(exc), own=True, reached=False)
+            return result
+        shared = head_file(s["aorta_results_dir_resolved"])
+        if node == head:
+            pyspy = pyspy_plan(s["aorta_pyspy"], f"{str(s['aorta_lease_dir']).rstrip('/')}/tools")
+            verdict: dict[str, Any] = {"ok": False, "msg": "the head's preflight did not finish"}
+            try:
+                result.update(self._prepare(s, task_vars, mode, head, pyspy, None))
+                verdict = {
+                    "ok": not result.get("failed"),
+                    "msg": result.get("msg", ""),
+                    "port": result.get("port") or s["aorta_master_port"],
+                    "address": (result.get("derived") or {}).get("bootstrap_ip"),
+                    "pyspy": pyspy,
+                }
+            finally:
+                # The workers wait for this: the head goes first, so that of two runs started together
+                # only the one that holds the head goes on to the workers (they cannot split the cluster).
+                _settings.write_json(shared, verdict)
+            return result
+        # Bounded below the task's own timeout, so that a head that hangs is named, not this node.
+        own_bound = float(s["aorta_connect_timeout"]) + float(s["aorta_fabric_check_timeout"]) + 60
+        seen = _settings.wait_json(shared, max(10.0, float(self._task.timeout or 600) - own_bound))
+        if not seen or not seen.get("ok"):
+            result.update(
+                failed=True,
+                own=False,
+                reached=False,
+                msg=f"{node}: not probed: the head {head} did not pass preflight",
+            )
+            return result
+        result.update(self._prepare(s, task_vars, mode, head, seen["pyspy"], seen))
+        return result
+
+    def _prepare(
+        self, s: dict[str, Any], task_vars: dict[str, Any], mode: str, head: str, pyspy: dict, head_seen: dict | None
+    ) -> dict[str, Any]:
+        node = str(task_vars.get("inventory_hostname"))
+        script = s["aorta_experiment_script"] if mode == "script" else s["aorta_train_script"]
+        paths = [s["aorta_base_config"], script]
+        deadlines = launch_deadlines(
+            s["aorta_timeout_seconds"], s["aorta_kill_grace_seconds"], s["aorta_setup_timeout_seconds"]
+        )
+        archive = str(s["aorta_image_archive"] or "")
+        args: dict[str, Any] = {
+            "docker": "docker",
+            "image": s["aorta_docker_image"],
+            "root": s["aorta_path"],
+            "paths": paths,
+            "count_gpus": bool(s["aorta_require_gpu"]),
+            # The head's copy of the run's config, for the report's run context (throughput).
+            "read": s["aorta_base_config"] if head_seen is None else "",
+            "pyspy": s["aorta_pyspy"],
+            "lease": {
+                "run_id": s["aorta_run_id_resolved"],
+                "directory": s["aorta_lease_dir"],
+                # Until the supervisor takes the lease over with its own process and the run's deadline.
+                "expires_in": deadlines["setup_lease_s"],
+            },
+            "expect": {
+                "image": s["aorta_docker_image"],
+                "image_archive": archive,
+                # Existence is the question; hashing a multi-GB image archive is not.
+                "archive_exists": bool(archive) and os.path.exists(archive),
+                "aorta_path": s["aorta_path"],
+                "paths": paths,
+                "min_free_gb": s["aorta_min_free_gb"],
+                "require_gpu": bool(s["aorta_require_gpu"]),
+                "gpus_needed": int(s["aorta_nproc_per_node"] or s["aorta_gpus_per_node"]),
+                "vpc_ip": s["aorta_vpc_ip"],
+                "extra_env": s["aorta_extra_env"] or {},
+            },
+        }
+        if head_seen is None and not s["aorta_master_port"]:
+            args["port"] = {
+                "addresses": ["0.0.0.0", s["aorta_vpc_ip"]],
+                "start": int(s["aorta_port_range_start"]),
+                "end": int(s["aorta_port_range_end"]),
+            }
+        if head_seen is not None and head_seen.get("address") and not self._task.check_mode:
+            gloo = (s["aorta_extra_env"] or {}).get("GLOO_SOCKET_IFNAME", "")
+            args["connect"] = {
+                "host": head_seen["address"],
+                "port": int(head_seen["port"]),
+                "source": s["aorta_vpc_ip"],
+                "interface": str(gloo).split(",")[0].lstrip("^="),
+                "timeout": float(s["aorta_fabric_check_timeout"]),
+            }
+            args["expect"].update(head=head, head_port=int(head_seen["port"]), head_address=head_seen["address"])
+        _settings.bound_connection(self._connection, s["aorta_connect_timeout"])
+        try:
+            probed = self.probe(args, task_vars, pyspy=pyspy)
+        except AnsibleConnectionFailure as exc:
+            # Data, not Ansible's "unreachable": the node stays in the play, so that every node
+            # unreachable is named at once and nothing waits on it again.
+            return {"failed": True, "own": True, "reached": False, "msg": f"preflight[ssh]: unreachable: {node}: {exc}"}
+        probed.update(own=True, reached=True)
+        if probed.get("failed") and not str(probed.get("msg", "")).startswith("preflight"):
+            probed["msg"] = f"preflight: {node}: {probed.get('msg', 'failed')}"
+        display.vvv(f"{node}: prepared ({'head' if head_seen is None else 'worker'})")
+        return probed

@@ -1,0 +1,77 @@
+#!/usr/bin/python
+# Copyright (c) aorta.cluster contributors
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+# The work is done by the action plugin of the same name, on the controller; this file holds its
+# documentation, as ansible.builtin.debug's does.
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+module: node_prepare
+short_description: One node's whole preflight in one task, the head first
+version_added: 0.1.0
+description:
+  - "Refuses a job that sees part of the cluster (a --limit or an AWX slice) before touching any node."
+  - "Probes the node with M(aorta.cluster.node_probe) and judges the answer on the controller: docker,
+    image (or the archive on the controller), the checkout's files, free disk, GPU devices, the fabric
+    interface holding the node's C(vpc_ip), and the node's lease for this run."
+  - "The head goes first: it takes its lease and picks the rendezvous port on itself. Every worker waits
+    for the head's verdict (a file in the results directory's C(.plan)), then proves one TCP connection
+    from its own address on the interface gloo will use to the head's address and port. Of two runs
+    started together, only the one that holds the head goes on to the workers."
+  - "Reads the C(aorta_*) variables itself (see C(docs/variables.md)); the play lists the role
+    C(aorta.cluster.defaults) for their defaults. A node that does not answer within
+    C(aorta_connect_timeout) (ssh's ConnectTimeout) or refuses SSH fails with C(preflight[ssh]: unreachable)
+    and stays in the play as data (C(reached=false)), so every unreachable node is named at once."
+author:
+  - aorta.cluster maintainers (@aorta-cluster)
+options: {}
+extends_documentation_fragment:
+  - aorta.cluster._attributes
+attributes:
+  check_mode:
+    support: full
+    details: The lease is only checked and the fabric connection is not tried.
+  diff_mode:
+    support: none
+  action:
+    description: The work is done by an action plugin on the controller.
+    support: full
+"""
+
+EXAMPLES = r"""
+- name: Probe every node, hold it for this run and prove the fabric
+  aorta.cluster.node_prepare:
+  register: aorta_prepare
+  timeout: 360
+"""
+
+RETURN = r"""
+facts:
+  description: What the node said (see M(aorta.cluster.node_probe)), with C(connect) on a worker.
+  returned: when the node answered
+  type: dict
+derived:
+  description: C(fabric_if), C(fabric_env), C(bootstrap_ip), C(record) (the preflight line's figures, the clock
+    offset) and C(pyspy).
+  returned: when the node answered
+  type: dict
+lease:
+  description: What holding the node did.
+  returned: when the node answered
+  type: dict
+port:
+  description: The rendezvous port picked on the head.
+  returned: on the head, unless aorta_master_port is set
+  type: int
+reached:
+  description: Whether the node answered at all (a node never reached is not waited on again).
+  returned: always
+  type: bool
+own:
+  description: False on a worker not probed because the head failed (it is not named for it).
+  returned: on failure
+  type: bool
+"""

@@ -1,0 +1,74 @@
+# Copyright (c) aorta.cluster contributors
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""The run's aorta_* values as one node sees them, read by the node's action plugins (controller side).
+
+Private to this collection. The node actions (node_prepare, node_launch, node_end) read the variables
+themselves, in their own worker process, instead of taking them as task arguments: arguments are
+templated by ansible-playbook's single main process, once per node and task, and that serial work is
+what grows with the node count. Defaults come from the play's role aorta.cluster.defaults
+(generated from roles/variables.yml), at role-default precedence like any role's.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+
+class SettingsError(Exception):
+    """A variable the node's step needs is not set at all (the play lacks aorta.cluster.defaults)."""
+
+
+def read(template: Any, task_vars: Mapping[str, Any], names: Iterable[str]) -> dict[str, Any]:
+    """``{name: value}`` for ``names``, each templated with ``template(value)``."""
+    missing = [name for name in names if name not in task_vars]
+    if missing:
+        raise SettingsError(
+            f"{', '.join(sorted(missing))}: not set; a play that runs the node steps lists the role "
+            "aorta.cluster.defaults (aorta_multinode.yml does)"
+        )
+    return {name: template(task_vars[name]) for name in names}
+
+
+def head_of(task_vars: Mapping[str, Any]) -> str:
+    groups = task_vars.get("groups") or {}
+    heads = groups.get("aorta_head") or groups.get("aorta_nodes") or [task_vars.get("inventory_hostname", "")]
+    return str(heads[0])
+
+
+def plan_dir(results_dir: str) -> str:
+    """The controller-side directory where one node's step leaves what the others need (the head's
+    port and address): forked workers share no memory."""
+    return os.path.join(results_dir, ".plan")
+
+
+def write_json(path: str, data: Mapping[str, Any]) -> None:
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    tmp = f"{path}.{os.getpid()}.tmp"
+    with open(tmp, "w") as handle:
+        json.dump(data, handle)
+    os.replace(tmp, path)
+
+
+def wait_json(path: str, timeout_s: float, poll_s: float = 0.2, clock=time.monotonic, sleep=time.sleep) -> dict | None:
+    """The JSON at ``path`` once it is there, or None after ``timeout_s``."""
+    give_up = clock() + timeout_s
+    while True:
+        try:
+            with open(path) as handle:
+                return json.load(handle)
+        except (OSError, ValueError):
+            if clock() >= give_up:
+                return None
+            sleep(poll_s)
+
+
+def bound_connection(connection: Any, seconds: Any) -> None:
+    """ssh's ConnectTimeout for this node's connection: a node that does not answer is named after
+    ``seconds`` (aorta_connect_timeout) instead of hanging the step."""
+    if "timeout" in getattr(connection, "_options", {}):
+        connection.set_option("timeout", int(seconds))

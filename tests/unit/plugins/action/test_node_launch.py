@@ -1,0 +1,29 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""node_launch in check mode over a two-node "cluster" of local hosts: each node's plan (rendezvous
+on the head's address and the port the head picked, its own rank) printed once per node and
+returned, and nothing started."""
+
+from __future__ import annotations
+
+import json
+
+from test_node_prepare import PREPARE, leases, run_vars
+
+LAUNCH = {"name": "Launch", "aorta.cluster.node_launch": None, "register": "aorta_launch"}
+
+
+def test_check_mode_shows_each_nodes_plan_and_starts_nothing(cluster_play, tmp_path):
+    proc, out = cluster_play([PREPARE, LAUNCH], host_vars=leases(tmp_path), extra_vars=run_vars(tmp_path), check=True)
+    port = out["aorta_prepare"]["localhost"]["port"]
+    for rank, name in enumerate(["localhost", "127.0.0.1"]):
+        launch = out["aorta_launch"][name]
+        assert not launch.get("failed"), launch.get("msg")
+        assert launch["master_addr"] == "127.0.0.1" and launch["master_port"] == port
+        assert launch["launch_mode"] == "torchrun" and "job" not in launch and "started" not in launch
+        row = launch["plan"]
+        assert row["node"] == f"{name} (rank {rank}, torchrun)"
+        assert f"--node_rank={rank}" in row["argv"] and row["rendezvous"] == f"127.0.0.1:{port}"
+        assert row["docker_run"].startswith("docker run -d --name aorta-benchmark-prep-run ")
+        assert json.dumps(row, indent=4).splitlines()[1] in proc.stdout  # printed, once per node
+    assert proc.stdout.count('"docker_run": "docker run -d') == 2
+    assert proc.stdout.count("preflight: 2 nodes ready; rendezvous 127.0.0.1:") == 1  # the head says it once

@@ -1,0 +1,60 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+from ansible_collections.aorta.cluster.plugins.plugin_utils import _settings
+
+
+def test_values_are_templated_and_a_missing_one_names_the_defaults_role():
+    task_vars = {"aorta_a": "{{ x }}", "aorta_b": 2}
+    assert _settings.read(lambda v: "X" if v == "{{ x }}" else v, task_vars, ["aorta_a", "aorta_b"]) == {
+        "aorta_a": "X",
+        "aorta_b": 2,
+    }
+    with pytest.raises(_settings.SettingsError, match=r"aorta_c, aorta_d: not set; .* aorta.cluster.defaults"):
+        _settings.read(str, task_vars, ["aorta_d", "aorta_c", "aorta_a"])
+
+
+def test_the_head_is_the_head_group_else_the_first_node_else_this_host():
+    assert _settings.head_of({"groups": {"aorta_head": ["h"], "aorta_nodes": ["n", "h"]}}) == "h"
+    assert _settings.head_of({"groups": {"aorta_nodes": ["n", "h"]}}) == "n"
+    assert _settings.head_of({"inventory_hostname": "me", "groups": {}}) == "me"
+
+
+def test_a_waiter_sees_the_file_once_it_is_written_whole(tmp_path):
+    path = str(tmp_path / ".plan" / "head.json")
+    timer = threading.Timer(0.3, _settings.write_json, (path, {"ok": True, "port": 29501}))
+    timer.start()
+    try:
+        assert _settings.wait_json(path, 10, poll_s=0.05) == {"ok": True, "port": 29501}
+    finally:
+        timer.cancel()
+    assert not list((tmp_path / ".plan").glob("*.tmp"))
+
+
+def test_a_waiter_gives_up_after_its_bound():
+    now = [0.0]
+
+    def sleep(seconds):
+        now[0] += seconds
+
+    assert _settings.wait_json("/nonexistent/head.json", 5, poll_s=1, clock=lambda: now[0], sleep=sleep) is None
+    assert now[0] == 5
+
+
+class _Connection:
+    def __init__(self, options):
+        self._options = dict(options)
+
+    def set_option(self, name, value):
+        self._options[name] = value
+
+
+def test_ssh_gets_the_connect_timeout_and_other_connections_are_left_alone():
+    ssh, local = _Connection({"timeout": 10}), _Connection({})
+    _settings.bound_connection(ssh, "30")
+    _settings.bound_connection(local, 30)
+    assert ssh._options == {"timeout": 30} and local._options == {}
