@@ -152,7 +152,7 @@ options:
     description:
       - One TCP connection from the node to the head's rendezvous address, from the node's own address
         on the interface gloo will use; C(facts.connect) says whether the head answered (a refusal is
-        an answer: the path is there). Proves the fabric carries the rendezvous before anything starts.
+        an answer, since the path is there). Proves the fabric carries the rendezvous before anything starts.
     type: dict
     suboptions:
       host:

@@ -46,7 +46,9 @@ def test_ansible_doc_lists_and_renders_everything_shipped(kind):
     assert sorted(rendered) == names
     for name, doc in rendered.items():
         if kind == "role":
-            entry = doc["entry_points"]["main"]
+            # aorta.cluster.defaults documents the vocabulary under `variables`, not `main`: a main
+            # entry point would make Ansible validate it on every node (one more task per node).
+            entry = doc["entry_points"]["variables" if name == "aorta.cluster.defaults" else "main"]
             assert entry["short_description"] and entry["options"], name
             continue
         assert doc["doc"]["short_description"], name
