@@ -18,6 +18,10 @@ newer than the last accepted sequence number of its node (a replay); a worker ac
 to the sequence number it just sent. The secret is never written anywhere: not in the aggregate,
 not in a status file.
 
+No rank starts anywhere until every node has joined: the head's answer carries ``go`` once every
+node has reported, and each supervisor (the head's too) launches only then. A node that fails its
+own launch step therefore costs the others nothing but a wait: no rendezvous, no partial start.
+
 ``Aggregator`` is the state machine (no sockets; the clock is passed in) that decides when the run
 must stop: a node that reports a failure, or whose reports stop for ``heartbeat_timeout`` seconds
 (or that never reports within ``join_timeout``). ``HeadLink`` serves it on the head in a thread;
@@ -38,6 +42,7 @@ VERSION = 1
 MAX_DATAGRAM = 8192  # a report is a few hundred bytes; anything larger is refused unread
 HEARTBEAT_S = 3.0  # how often a node reports
 REPLY_WAIT_S = 1.0  # how long a worker waits for the head's answer to one report
+JOIN_POLL_S = 0.5  # how often a node waiting for every node to join asks again
 AGGREGATE_EVERY_S = 2.0  # how often the head rewrites the aggregate file
 SCAN_EVERY_S = 1.0  # how often the silence scan (every node) runs: not once per datagram
 # A node that said it is stopping (capture, SIGTERM, grace, SIGKILL, cleanup) reports again only
@@ -105,6 +110,7 @@ class Aggregator:
         self.stop = None  # {"node", "kind", "reason", "after_s"} once decided; never undone
         self.silent = {}  # node -> why it counts as gone (its reports stopped or never came)
         self.scanned = None  # when the silence scan last ran
+        self.joined = 0  # how many nodes have reported at least once (go when all have)
 
     def receive(self, data, now):
         """Handle one datagram: the reply datagram to send back, or None (refused, and counted)."""
@@ -123,6 +129,8 @@ class Aggregator:
     def report(self, node, body, now, seq=None):
         """Record ``node``'s ``body`` (authenticated already); the answer: stop or carry on."""
         entry = self.seen.setdefault(node, {"seq": 0})
+        if "at" not in entry:
+            self.joined += 1
         entry.update(at=now, body=dict(body))
         if seq is not None:
             entry["seq"] = seq
@@ -133,7 +141,8 @@ class Aggregator:
         return self.answer()
 
     def answer(self):
-        return {"stop": self.stop is not None, **(self.stop or {})}
+        """Stop (with the node and why) or carry on; ``go`` once every node has joined."""
+        return {"stop": self.stop is not None, "go": self.joined >= len(self.nodes), **(self.stop or {})}
 
     def tick(self, now):
         """Name every node whose reports stopped (or never came) once its bound has passed, in
@@ -343,13 +352,22 @@ class HeadWatch:
 
     role = "head"
 
-    def __init__(self, link, linger_s, clock=time.monotonic):
-        self.link, self.linger_s, self.clock = link, float(linger_s), clock
+    def __init__(self, link, linger_s, clock=time.monotonic, sleep=time.sleep):
+        self.link, self.linger_s, self.clock, self.sleep = link, float(linger_s), clock, sleep
         self.linger_end = None
 
     def join(self):
+        """'' once every node has joined; else why the head must not launch. Bounded by the
+        aggregator itself: a node not heard from within its join timeout stops the run."""
         self.link.start()
-        return ""
+        while True:
+            answer = self.link.report({"state": "joining", "finished": False})
+            stop = _stop_of(answer, "head")
+            if stop:
+                return f"the run stopped before its ranks started: {stop['reason']}"
+            if answer.get("go"):
+                return ""
+            self.sleep(JOIN_POLL_S)
 
     def beat(self, body):
         return _stop_of(self.link.report(body), "head")
@@ -384,20 +402,26 @@ class WorkerWatch:
         self.clock, self.sleep = clock, sleep
 
     def join(self):
-        """'' once the head has answered; else why this node must not launch (the fabric message)."""
+        """'' once the head says every node has joined (go); else why this node must not launch:
+        the fabric message when the head never answered, the head's stop, or the head gone quiet."""
         end = self.clock() + self.join_timeout
         while True:
             answer = self.link.report({"state": "joining", "finished": False})
             if answer is not None:
                 stop = _stop_of(answer, "head")
-                return f"the head stopped the run before this node launched: {stop['reason']}" if stop else ""
-            if self.clock() >= end:
+                if stop:
+                    return f"the head stopped the run before this node launched: {stop['reason']}"
+                if answer.get("go"):
+                    return ""
+            elif not self.link.answered and self.clock() >= end:
                 address, port = self.link.target
                 return (
                     f"fabric: the head {self.head}'s aggregator at {address}:{port}/udp did not answer in "
                     f"{self.join_timeout:.0f} s (is UDP to the rendezvous port open on the fabric?)"
                 )
-            self.sleep(1.0)
+            elif self.link.answered and self.link.silent_s() >= self.heartbeat_timeout:
+                return f"no answer from the head {self.head} for {self.link.silent_s():.0f} s while waiting to launch"
+            self.sleep(JOIN_POLL_S)
 
     def beat(self, body):
         stop = _stop_of(self.link.report(body), "head")

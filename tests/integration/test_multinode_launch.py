@@ -168,14 +168,13 @@ def test_container_that_cannot_write_stops_the_run_naming_its_node(standin_clust
     assert "cannot write under /root/aorta" in run["message"] and "Read-only file system" in run["message"]
     assert "root_squash" in run["message"]
     assert {n["state"] for n in run["nodes"]} == {"not_started"}
-    # No supervisor started anywhere (the container's check is part of each node's launch step).
+    # No rank started anywhere: the other nodes' supervisors waited at the head for every node to
+    # join (the container's check is part of each node's own launch step) and were stopped there.
     for i in range(len(standin_cluster.nodes)):
-        assert (
-            standin_cluster.node_exec(
-                i, "sh", "-c", f"ls /var/tmp/aorta-cluster/runs/{run['run_id']}.json 2>/dev/null", check=False
-            )
-            == ""
-        )
+        out = standin_cluster.node_exec(i, "cat", f"/var/tmp/aorta-cluster/runs/{run['run_id']}.json", check=False)
+        status = json.loads(out) if out.strip() else {}
+        assert status.get("child_pid") is None, (i, status)
+        assert "launched" not in [event["what"] for event in status.get("events", [])], (i, status)
     assert standin_cluster.containers_left() == []
 
 

@@ -88,7 +88,7 @@ def test_the_reply_answers_the_sequence_number_it_was_asked_with():
     agg = aggregator()
     reply = agg.receive(ag.seal(SECRET, "run1", "w2", 9, running()), 1.0)
     head, seq, body = ag.open_sealed(SECRET, "run1", reply)
-    assert (head, seq, body) == ("head", 9, {"stop": False})
+    assert (head, seq, body) == ("head", 9, {"stop": False, "go": False})
 
 
 def test_a_node_that_reports_a_failure_stops_everyone_naming_it():
@@ -98,7 +98,14 @@ def test_a_node_that_reports_a_failure_stops_everyone_naming_it():
     answer = agg.report(
         "w2", {"state": "cleaning", "finished": True, "outcome": "failed", "reason": "exit code 1"}, 2.0
     )
-    assert answer == {"stop": True, "node": "w2", "kind": "failed", "reason": "w2 failed: exit code 1", "after_s": 2.0}
+    assert answer == {
+        "stop": True,
+        "go": True,
+        "node": "w2",
+        "kind": "failed",
+        "reason": "w2 failed: exit code 1",
+        "after_s": 2.0,
+    }
     assert agg.report("w1", running(), 3.0)["stop"] is True  # the next report of every other node hears it
     # Later failures (the peers that lost w2) do not change whom the stop is about.
     agg.report("w1", {"state": "cleaning", "finished": True, "outcome": "failed"}, 4.0)
@@ -190,7 +197,11 @@ def head(tmp_path):
     agg = ag.Aggregator("run1", SECRET, NODES, 30, 120, time.monotonic())
     link = ag.HeadLink(agg, "127.0.0.1", port, str(tmp_path / "agg.json"), write=lambda p, v: written.append(v))
     watch = ag.HeadWatch(link, linger_s=5)
-    assert watch.join() == ""
+    # The head launches once every node has joined: its join runs beside the workers' (join_all).
+    joined = {}
+    waiter = threading.Thread(target=lambda: joined.setdefault("head", watch.join()), daemon=True)
+    waiter.start()
+    watch.joined = joined
     yield watch, port, written
     if link.thread.is_alive():
         link.close()
@@ -201,10 +212,27 @@ def worker(name, port, **kw):
     return ag.WorkerWatch(link, "head", kw.get("heartbeat_timeout", 30), kw.get("join_timeout", 5))
 
 
+def join_all(*watches):
+    """Every watch's join, at once (each waits for every node): their answers, in order."""
+    answers = [None] * len(watches)
+
+    def join(i):
+        answers[i] = watches[i].join()
+
+    threads = [threading.Thread(target=join, args=(i,), daemon=True) for i in range(len(watches))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(10)
+    return answers
+
+
 def test_workers_join_report_and_hear_the_heads_stop_over_udp(head):
     watch, port, written = head
     w1, w2 = worker("w1", port), worker("w2", port)
-    assert w1.join() == "" and w2.join() == ""
+    assert join_all(w1, w2) == ["", ""]
+    time.sleep(0.6)  # the head's own wait asks again every JOIN_POLL_S
+    assert watch.joined == {"head": ""}
     assert watch.beat(running()) is None and w1.beat(running()) is None
     w2.finish({"state": "cleaning", "finished": True, "outcome": "failed", "reason": "exit code 7"})
     assert w1.beat(running()) == {"node": "w2", "kind": "failed", "reason": "w2 failed: exit code 7", "by": "head"}
@@ -217,8 +245,8 @@ def test_workers_join_report_and_hear_the_heads_stop_over_udp(head):
 
 def test_a_forged_or_replayed_datagram_to_the_head_changes_nothing(head):
     watch, port, _written = head
-    w1 = worker("w1", port)
-    assert w1.join() == ""
+    w1, w2 = worker("w1", port), worker("w2", port)
+    assert join_all(w1, w2) == ["", ""]
     with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as raw:
         raw.settimeout(0.5)
         forged = ag.seal(bytes(32), "run1", "w2", 99, {"state": "cleaning", "finished": True, "outcome": "failed"})
@@ -229,9 +257,34 @@ def test_a_forged_or_replayed_datagram_to_the_head_changes_nothing(head):
                 raw.recv(ag.MAX_DATAGRAM + 1)
     assert w1.beat(running()) is None
     view = watch.link.aggregator.aggregate(time.monotonic())
-    assert view["stop"] is None and view["nodes"]["w2"]["seen"] is False
+    assert view["stop"] is None and view["nodes"]["w2"]["finished"] is False
     assert view["refused"]["unauthenticated"] == 1 and view["refused"]["replay"] == 1
     assert view["refused"]["not_json"] == 1 and view["refused"]["oversized"] == 1
+
+
+def test_no_node_launches_until_every_node_has_joined():
+    agg = aggregator()
+    assert agg.report("head", {"state": "joining"}, 0.0)["go"] is False
+    assert agg.report("w1", {"state": "joining"}, 1.0)["go"] is False
+    assert agg.report("w1", {"state": "joining"}, 2.0)["go"] is False  # a second report is not a second node
+    assert agg.report("w2", {"state": "joining"}, 3.0)["go"] is True
+    assert agg.report("head", {"state": "joining"}, 3.5) == {"stop": False, "go": True}
+
+
+def test_a_node_that_never_joins_keeps_every_other_from_launching_and_is_named(tmp_path):
+    """One node fails its own launch step: the head and the workers that joined get no go, and
+    once the join timeout has passed every one of them refuses to launch, naming that node."""
+    port = free_udp_port()
+    agg = ag.Aggregator("run1", SECRET, NODES, 1, 1.5, time.monotonic())
+    link = ag.HeadLink(agg, "127.0.0.1", port)
+    started = time.monotonic()
+    try:
+        head_says, w1_says = join_all(ag.HeadWatch(link, linger_s=5), worker("w1", port))
+    finally:
+        link.close()
+    assert head_says == "the run stopped before its ranks started: w2 never reported to the head in 2 s"
+    assert w1_says == "the head stopped the run before this node launched: w2 never reported to the head in 2 s"
+    assert 1.4 < time.monotonic() - started < 5
 
 
 def test_a_worker_that_cannot_reach_the_head_refuses_to_launch_with_a_fabric_message():
@@ -247,7 +300,7 @@ def test_a_worker_whose_head_goes_quiet_stops_itself_naming_the_head(head):
     clock = Clock()
     link = ag.WorkerLink(SECRET, "run1", "w1", "127.0.0.1", port, clock=clock)
     w1 = ag.WorkerWatch(link, "head", 30, 5, clock=clock)
-    assert w1.join() == "" and w1.beat(running()) is None
+    assert join_all(w1, worker("w2", port)) == ["", ""] and w1.beat(running()) is None
     watch.link.close()  # the head is gone
     clock.offset = 29.0
     assert w1.beat(running()) is None
@@ -260,7 +313,7 @@ def test_a_worker_whose_head_goes_quiet_stops_itself_naming_the_head(head):
 def test_the_head_keeps_serving_after_its_own_end_until_every_node_has_ended(head):
     watch, port, written = head
     w1, w2 = worker("w1", port), worker("w2", port)
-    assert w1.join() == "" and w2.join() == ""
+    assert join_all(w1, w2) == ["", ""]
     done = {"state": "cleaning", "finished": True, "outcome": "ok", "rc": 0}
     w1.finish(done)
     started = time.monotonic()
