@@ -16,6 +16,7 @@ from ansible.errors import AnsibleConnectionFailure, AnsibleError
 from ansible_collections.aorta.cluster.plugins.action.run_wait import ActionModule as WaitAction
 from ansible_collections.aorta.cluster.plugins.plugin_utils import _pull, _settings
 from ansible_collections.aorta.cluster.plugins.plugin_utils._controller import controller_identity
+from ansible_collections.aorta.cluster.plugins.plugin_utils._launch import override_of
 from ansible_collections.aorta.cluster.plugins.plugin_utils._run import node_state, torchrun_failure
 
 NAMES = (
@@ -75,7 +76,8 @@ class ActionModule(WaitAction):
                 "poll_seconds": max(int(s["aorta_poll_seconds"]), 1),
                 "progress_dir": progress_dir,
                 "total_nodes": len(nodes),
-                "total_steps": (s["aorta_training_overrides"] or {}).get("training.max_steps"),
+                # An AWX survey's overrides are text: read them the way the launch does.
+                "total_steps": override_of(s["aorta_training_overrides"], "training.max_steps"),
                 "results_file": launch["job"]["results_file"],
                 # A head the watch already found unreachable is asked once more, not three times.
                 "unreachable_polls": 1 if watched.get("head_lost") and node == head else 3,

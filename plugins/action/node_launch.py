@@ -37,7 +37,14 @@ class ActionModule(ActionBase):
         try:
             s = _settings.read(self._templar.template, task_vars, _plan.LAUNCH_NAMES)
             prepared = task_vars.get("aorta_prepare") or {}
-            seen = _settings.wait_json(head_file(s["aorta_results_dir_resolved"]), 0) or {}
+            verdict = head_file(s["aorta_results_dir_resolved"])
+            seen = _settings.wait_json(verdict, 0, run_id=s["aorta_run_id_resolved"]) or {}
+            if not seen.get("port"):
+                # A launch without this run's preflight would rendezvous on a port nobody picked.
+                raise _launch.LaunchError(
+                    f"launch: {verdict} holds no rendezvous port for run {s['aorta_run_id_resolved']}: "
+                    "aorta.cluster.node_prepare must pass on every node first"
+                )
             head_vpc = self._templar.template(hostvars[head]["aorta_vpc_ip"]) if node != head else s["aorta_vpc_ip"]
             collect_dir = None
             if _launch.launch_mode(s["aorta_master_launch_mode"], len(nodes)) == "script":
@@ -66,6 +73,8 @@ class ActionModule(ActionBase):
             master_addr=plan["master_addr"],
             master_port=plan["master_port"],
             deadlines=plan["deadlines"],
+            # For the watch's progress line (a survey's overrides are text: read as the launch reads them).
+            total_steps=_launch.override_of(s["aorta_training_overrides"], "training.max_steps"),
             # Where the head's supervisor and aggregator write, for the run's watch.
             status_path=f"{s['aorta_lease_dir']}/runs/{s['aorta_run_id_resolved']}.json",
             aggregate_path=f"{s['aorta_lease_dir']}/aggregates/{s['aorta_run_id_resolved']}.json",

@@ -80,10 +80,12 @@ class ActionModule(ProbeAction):
         shared = head_file(s["aorta_results_dir_resolved"])
         if node == head:
             pyspy = pyspy_plan(s["aorta_pyspy"], f"{str(s['aorta_lease_dir']).rstrip('/')}/tools")
-            verdict: dict[str, Any] = {"ok": False, "msg": "the head's preflight did not finish"}
+            run_id = s["aorta_run_id_resolved"]
+            verdict: dict[str, Any] = {"run_id": run_id, "ok": False, "msg": "the head's preflight did not finish"}
             try:
                 result.update(self._prepare(s, task_vars, mode, head, pyspy, None))
                 verdict = {
+                    "run_id": run_id,
                     "ok": not result.get("failed"),
                     "msg": result.get("msg", ""),
                     "port": result.get("port") or s["aorta_master_port"],
@@ -97,8 +99,10 @@ class ActionModule(ProbeAction):
             return result
         # Bounded below the task's own timeout, so that a head that hangs is named, not this node.
         own_bound = float(s["aorta_connect_timeout"]) + float(s["aorta_fabric_check_timeout"]) + 60
-        seen = _settings.wait_json(shared, max(10.0, float(self._task.timeout or 600) - own_bound))
-        if not seen or not seen.get("ok"):
+        seen = _settings.wait_json(
+            shared, max(10.0, float(self._task.timeout or 600) - own_bound), run_id=s["aorta_run_id_resolved"]
+        )
+        if not seen or not seen.get("ok") or not seen.get("port"):
             result.update(
                 failed=True,
                 own=False,

@@ -80,6 +80,11 @@ deadlines:
   description: Every time bound of the run (see C(launch_deadlines)).
   returned: always
   type: dict
+total_steps:
+  description: C(training.max_steps) from C(aorta_training_overrides) in whatever form they were given (an AWX survey's
+    text too), for the watch's progress line; null when not set.
+  returned: always
+  type: raw
 started:
   description: The container's C(start_floor) and C(container_id).
   returned: when the container started

@@ -119,6 +119,16 @@ def _override_items(overrides: Any) -> list[tuple[Any, Any]]:
     raise LaunchError("aorta_training_overrides: must be a mapping of dotted keys to values")
 
 
+def override_of(overrides: Any, key: str) -> Any:
+    """The value ``overrides`` (in any form ``_override_items`` takes) gives ``key``, or None
+    (also for overrides that do not parse: saying why is the launch's job, not a reader's)."""
+    try:
+        items = _override_items(overrides)
+    except LaunchError:
+        return None
+    return dict(items).get(key)
+
+
 def override_tokens(overrides: Any, output_dir: str | None = None) -> list[str]:
     """``key=value`` tokens, in the given order, for the ONE ``--override`` group; ``output_dir``
     comes first as ``training.output_dir``."""

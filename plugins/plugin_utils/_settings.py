@@ -54,17 +54,28 @@ def write_json(path: str, data: Mapping[str, Any]) -> None:
     os.replace(tmp, path)
 
 
-def wait_json(path: str, timeout_s: float, poll_s: float = 0.2, clock=time.monotonic, sleep=time.sleep) -> dict | None:
-    """The JSON at ``path`` once it is there, or None after ``timeout_s``."""
+def wait_json(
+    path: str,
+    timeout_s: float,
+    poll_s: float = 0.2,
+    clock=time.monotonic,
+    sleep=time.sleep,
+    run_id: str | None = None,
+) -> dict | None:
+    """The JSON at ``path`` once it is there (and, with ``run_id``, written for that run: a results
+    directory used again must not hand a worker an earlier run's verdict), or None after ``timeout_s``."""
     give_up = clock() + timeout_s
     while True:
         try:
             with open(path) as handle:
-                return json.load(handle)
+                found = json.load(handle)
+            if run_id is None or (isinstance(found, dict) and found.get("run_id") == run_id):
+                return found
         except (OSError, ValueError):
-            if clock() >= give_up:
-                return None
-            sleep(poll_s)
+            pass
+        if clock() >= give_up:
+            return None
+        sleep(poll_s)
 
 
 def bound_connection(connection: Any, seconds: Any) -> None:

@@ -214,6 +214,13 @@ def test_overrides_from_an_awx_survey_answer(answer):
     argv = F["torchrun_argv"](dict(SPEC, overrides=answer, output_dir="aorta_runs/r1"))
     group = argv[argv.index("--override") + 1 :]
     assert group == ["training.output_dir=aorta_runs/r1", "training.max_steps=15", "profiling.active=6"]
+    # The watch's progress line reads the step count from the same answer (text stays text).
+    assert str(_launch.override_of(answer, "training.max_steps")) == "15"
+    assert _launch.override_of(answer, "training.epochs") is None
+
+
+def test_override_of_unparsable_overrides_is_none_not_an_error():
+    assert _launch.override_of("a.b='unclosed", "a.b") is None and _launch.override_of(None, "a.b") is None
 
 
 def test_override_text_keeps_quoted_spaces():

@@ -45,6 +45,23 @@ def test_a_waiter_gives_up_after_its_bound():
     assert now[0] == 5
 
 
+def test_a_waiter_for_a_run_does_not_take_an_earlier_runs_file(tmp_path):
+    path = str(tmp_path / ".plan" / "head.json")
+    _settings.write_json(path, {"run_id": "earlier", "ok": True, "port": 29501})
+    now = [0.0]
+
+    def sleep(seconds):
+        now[0] += seconds
+        if now[0] >= 2:
+            _settings.write_json(path, {"run_id": "this", "ok": True, "port": 29502})
+
+    found = _settings.wait_json(path, 5, poll_s=1, clock=lambda: now[0], sleep=sleep, run_id="this")
+    assert found == {"run_id": "this", "ok": True, "port": 29502} and now[0] == 2
+    now[0] = 10.0  # past the writes above: nothing for run "other" ever comes
+    assert _settings.wait_json(path, 3, poll_s=1, clock=lambda: now[0], sleep=sleep, run_id="other") is None
+    assert now[0] == 13
+
+
 class _Connection:
     def __init__(self, options):
         self._options = dict(options)
