@@ -145,19 +145,29 @@ def test_ssh_that_drops_during_one_nodes_pull_is_retried_or_recorded_and_leaves_
     started = time.monotonic()
     proc, results, out = standin_cluster.start(tmp_path, run_id)
     cut_at = []
+    # The node's archive lands here on the controller from the moment its pull starts.
+    staging = results / ".staging" / f"node_{index}" / "traces.tar"
+    output = f"/root/aorta/aorta_runs/{run_id}"
 
     def cut_when_the_pull_starts():
+        # A few MB of traces pack and pull in well under a second, faster than any poll of the node:
+        # 64 MB of incompressible ballast in the node's output keeps its pull going for the cut.
+        while (
+            proc.poll() is None
+            and not standin_cluster.node_exec(index, "sh", "-c", f"ls -d {output} 2>/dev/null", check=False).strip()
+        ):
+            time.sleep(0.2)
+        standin_cluster.node_exec(
+            index, "dd", "if=/dev/urandom", f"of={output}/ballast.bin", "bs=1M", "count=64", check=False
+        )
         while proc.poll() is None:
-            # The node's archive is packed: its pull starts now.
-            if standin_cluster.node_exec(
-                index, "sh", "-c", f"ls /root/aorta/.aorta-cluster/{run_id}/traces.tar*", check=False
-            ).strip():
+            if staging.exists():
                 standin_cluster.node_exec(index, "iptables", "-I", *rule)
                 cut_at.append(time.monotonic())
                 time.sleep(hold)
                 standin_cluster.node_exec(index, "iptables", "-D", *rule)
                 return
-            time.sleep(0.05)
+            time.sleep(0.01)
 
     cutter = threading.Thread(target=cut_when_the_pull_starts)
     cutter.start()
