@@ -46,7 +46,7 @@ PULL_DELAY_S = 3
 
 class ActionModule(WaitAction):
     TRANSFERS_FILES = False
-    _VALID_ARGS = frozenset()
+    _VALID_ARGS: frozenset[str] = frozenset()
 
     def run(self, tmp: Any = None, task_vars: dict[str, Any] | None = None) -> dict[str, Any]:
         result = super(WaitAction, self).run(tmp, task_vars)

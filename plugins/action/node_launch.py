@@ -23,7 +23,7 @@ display = Display()
 
 class ActionModule(ActionBase):
     TRANSFERS_FILES = True
-    _VALID_ARGS = frozenset()
+    _VALID_ARGS: frozenset[str] = frozenset()
 
     def run(self, tmp: Any = None, task_vars: dict[str, Any] | None = None) -> dict[str, Any]:
         result = super().run(tmp, task_vars)

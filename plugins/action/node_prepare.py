@@ -55,7 +55,7 @@ def head_file(results_dir: str) -> str:
 
 class ActionModule(ProbeAction):
     TRANSFERS_FILES = False
-    _VALID_ARGS = frozenset()
+    _VALID_ARGS: frozenset[str] = frozenset()
 
     def run(self, tmp: Any = None, task_vars: dict[str, Any] | None = None) -> dict[str, Any]:
         result = super(ProbeAction, self).run(tmp, task_vars)
@@ -164,7 +164,7 @@ class ActionModule(ProbeAction):
                 "host": head_seen["address"],
                 "port": int(head_seen["port"]),
                 "source": s["aorta_vpc_ip"],
-                "interface": str(gloo).split(",")[0].lstrip("^="),
+                "interface": str(gloo).split(",", maxsplit=1)[0].lstrip("^="),
                 "timeout": float(s["aorta_fabric_check_timeout"]),
             }
             args["expect"].update(head=head, head_port=int(head_seen["port"]), head_address=head_seen["address"])

@@ -21,12 +21,16 @@ def test_no_more_pulls_than_slots_at_once_across_threads(tmp_path):
             with lock:
                 inside[0] -= 1
 
-    threads = [threading.Thread(target=pull) for _ in range(8)]
+    threads = [threading.Thread(target=pull) for _thread in range(8)]
     for thread in threads:
         thread.start()
     for thread in threads:
         thread.join(timeout=30)
     assert most[0] == 2 and inside[0] == 0
+
+
+def _never(_seconds):
+    raise AssertionError("blocked")
 
 
 def test_a_slot_is_freed_when_the_pull_raises(tmp_path):
@@ -35,7 +39,7 @@ def test_a_slot_is_freed_when_the_pull_raises(tmp_path):
             raise OSError("connection reset")
     except OSError:
         pass
-    with _pull.slot(str(tmp_path), 1, sleep=lambda _s: (_ for _ in ()).throw(AssertionError("blocked"))) as index:
+    with _pull.slot(str(tmp_path), 1, sleep=_never) as index:
         assert index == 0
 
 
