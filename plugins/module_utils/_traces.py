@@ -14,6 +14,7 @@ import hashlib
 import json
 import os
 import shutil
+import subprocess
 import tarfile
 from zlib import error as zlib_error
 
@@ -102,36 +103,68 @@ def zstd_available() -> bool:
     return shutil.which("zstd") is not None
 
 
-def pack(root: str, files: list, archive: str, compression: str, run_command) -> str:
+class _Hashing:
+    """A file read once: tarfile copies it into the archive while its sha256 is taken."""
+
+    def __init__(self, handle):
+        self.handle, self.digest = handle, hashlib.sha256()
+
+    def read(self, size=-1):
+        block = self.handle.read(size)
+        self.digest.update(block)
+        return block
+
+
+def pack(root: str, files: list, archive: str, compression: str, run_command=None, hashes=None) -> str:
     """Write ``files`` (relative to ``root``) into a tar archive; returns the compression used.
 
     zstd (multi-threaded, fast level) when the command exists: Kineto JSON shrinks 15-20x, so a
-    slow management network moves a fraction of the bytes; else gzip at a fast level.
-    ``run_command`` is the module's (argv list in, (rc, out, err) out); zstd writes straight to
-    files, so no trace ever passes through memory.
+    slow management network moves a fraction of the bytes; else gzip at a fast level. One pass:
+    each file is read once, its sha256 taken as tar reads it (into ``hashes``, rel -> (size,
+    sha256)), and the tar stream goes straight into zstd's stdin: no intermediate .tar, no
+    second read, no trace through memory. (``run_command`` is accepted for older callers.)
     """
+    del run_command
     if compression == "auto":
         compression = "zstd" if zstd_available() else "gzip"
     if compression not in ("zstd", "gzip", "none"):
         raise TraceError(f"compression {compression!r} is not one of auto, zstd, gzip, none")
     os.makedirs(os.path.dirname(archive) or ".", exist_ok=True)
-    tmp, tar_tmp = archive + ".part", archive + ".tar.part"
+    tmp = archive + ".part"
+    hashes = {} if hashes is None else hashes
+    zstd = None
     try:
-        mode, kwargs, target = "w", {}, tar_tmp if compression == "zstd" else tmp
-        if compression == "gzip":
-            mode, kwargs = "w:gz", {"compresslevel": 1}
-        with tarfile.open(target, mode=mode, format=tarfile.PAX_FORMAT, **kwargs) as tar:  # type: ignore[call-overload]
-            for rel in files:
-                tar.add(os.path.join(root, rel), arcname=rel, recursive=False)
+        opened: dict = {"name": tmp, "mode": "w", "format": tarfile.PAX_FORMAT}
         if compression == "zstd":
-            rc, _out, err = run_command(["zstd", "-q", "-1", "-T0", "-f", "-o", tmp, tar_tmp])
-            if rc != 0:
-                raise TraceError(f"{archive}: zstd failed ({rc}): {err.strip()}")
+            zstd = subprocess.Popen(
+                ["zstd", "-q", "-1", "-T0", "-f", "-o", tmp], stdin=subprocess.PIPE, stderr=subprocess.PIPE
+            )
+            opened.update(name=None, fileobj=zstd.stdin, mode="w|")
+        elif compression == "gzip":
+            opened.update(mode="w:gz", compresslevel=1)
+        with tarfile.open(**opened) as tar:
+            for rel in files:
+                path = os.path.join(root, rel)
+                with open(path, "rb") as handle:
+                    info = tar.gettarinfo(arcname=rel, fileobj=handle)
+                    reader = _Hashing(handle)
+                    tar.addfile(info, reader)
+                hashes[rel] = (info.size, reader.digest.hexdigest())
+        if zstd is not None:
+            zstd.stdin.close()
+            err = zstd.stderr.read().decode("utf-8", "replace")
+            if zstd.wait() != 0:
+                raise TraceError(f"{archive}: zstd failed ({zstd.returncode}): {err.strip()}")
         os.replace(tmp, archive)
+    except BrokenPipeError:
+        err = zstd.stderr.read().decode("utf-8", "replace") if zstd is not None else ""
+        raise TraceError(f"{archive}: zstd stopped reading: {err.strip()}") from None
     finally:
-        for leftover in (tmp, tar_tmp):
-            if os.path.exists(leftover):
-                os.unlink(leftover)
+        if zstd is not None and zstd.poll() is None:
+            zstd.kill()
+            zstd.wait()
+        if os.path.exists(tmp):
+            os.unlink(tmp)
     return compression
 
 
@@ -140,19 +173,19 @@ def _safe_name(name: str) -> bool:
     return bool(name) and not name.startswith("/") and ".." not in parts and "\\" not in name
 
 
-def unpack(archive: str, dest: str, compression: str, run_command) -> list:
-    """Extract regular files only, refusing absolute paths, ``..`` and links; returns their names."""
+def unpack(archive: str, dest: str, compression: str, run_command=None) -> list:
+    """Extract regular files only, refusing absolute paths, ``..`` and links; returns their names.
+    A zstd archive is decompressed straight into the extraction (no intermediate .tar)."""
+    del run_command
     os.makedirs(dest, exist_ok=True)
     names = []
-    plain = None
+    zstd = None
+    opened: dict = {"name": archive, "mode": "r|gz" if compression == "gzip" else "r|"}
     try:
         if compression == "zstd":
-            plain = f"{dest}.tar.part"
-            rc, _out, err = run_command(["zstd", "-q", "-d", "-f", "-o", plain, archive])
-            if rc != 0:
-                raise TraceError(f"{archive}: zstd could not decompress it ({rc}): {err.strip()}")
-        source = plain or archive
-        with tarfile.open(source, mode="r|gz" if compression == "gzip" else "r|") as tar:
+            zstd = subprocess.Popen(["zstd", "-q", "-d", "-c", archive], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+            opened.update(name=None, fileobj=zstd.stdout, mode="r|")
+        with tarfile.open(**opened) as tar:
             for member in tar:
                 if member.isdir():
                     continue
@@ -167,9 +200,20 @@ def unpack(archive: str, dest: str, compression: str, run_command) -> list:
                     shutil.copyfileobj(content, out, _CHUNK)
                 os.utime(target, (member.mtime, member.mtime))
                 names.append(member.name)
+        if zstd is not None:
+            zstd.stdout.read()  # tar's end blocks may leave padding unread
+            err = zstd.stderr.read().decode("utf-8", "replace")
+            if zstd.wait() != 0:
+                raise TraceError(f"{archive}: zstd could not decompress it ({zstd.returncode}): {err.strip()}")
     except (tarfile.TarError, EOFError, zlib_error, gzip.BadGzipFile) as exc:
+        if zstd is not None:
+            zstd.stdout.read()  # drained, so that zstd ends and its own verdict can be read
+        if zstd is not None and zstd.wait() != 0:
+            err = zstd.stderr.read().decode("utf-8", "replace")
+            raise TraceError(f"{archive}: zstd could not decompress it ({zstd.returncode}): {err.strip()}") from None
         raise TraceError(f"{archive}: damaged archive: {exc}") from None
     finally:
-        if plain and os.path.exists(plain):
-            os.unlink(plain)
+        if zstd is not None and zstd.poll() is None:
+            zstd.kill()
+            zstd.wait()
     return names

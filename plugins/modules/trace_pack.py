@@ -110,24 +110,25 @@ def main() -> None:
     root, archive = module.params["root"], module.params["archive"]
     try:
         names = find_new_files(root, module.params["since"])
-        files = [
-            {
-                "path": rel,
-                "size": os.path.getsize(os.path.join(root, rel)),
-                "sha256": sha256_file(os.path.join(root, rel)),
+        hashes = {}
+        compression = "none"
+        if names and not module.check_mode:
+            # One pass: each file is read once, hashed as it goes into the archive.
+            compression = pack(root, names, archive, module.params["compression"], hashes=hashes)
+        else:
+            hashes = {
+                rel: (os.path.getsize(os.path.join(root, rel)), sha256_file(os.path.join(root, rel))) for rel in names
             }
-            for rel in names
-        ]
+        files = [{"path": rel, "size": hashes[rel][0], "sha256": hashes[rel][1]} for rel in names]
         result = {
             "files": files,
             "raw_bytes": sum(f["size"] for f in files),
             "archive": None,
             "archive_bytes": 0,
             "archive_sha256": "",
-            "compression": "none",
+            "compression": compression,
         }
         if files and not module.check_mode:
-            result["compression"] = pack(root, names, archive, module.params["compression"], module.run_command)
             result.update(archive=archive, archive_bytes=os.path.getsize(archive), archive_sha256=sha256_file(archive))
     except (OSError, TraceError) as exc:
         module.fail_json(msg=f"cannot pack {root} into {archive}: {exc}")

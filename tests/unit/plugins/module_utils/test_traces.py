@@ -4,10 +4,19 @@ read from the file system's own clock holds when that clock is not the node's (N
 
 from __future__ import annotations
 
+import hashlib
 import os
+import shutil
 import time
 
-from ansible_collections.aorta.cluster.plugins.module_utils._traces import find_new_files
+import pytest
+
+from ansible_collections.aorta.cluster.plugins.module_utils._traces import (
+    TraceError,
+    find_new_files,
+    pack,
+    unpack,
+)
 
 
 def stamp(path, when):
@@ -39,3 +48,35 @@ def test_a_file_server_behind_the_node_loses_nothing_with_the_file_systems_floor
     stamp(tmp_path / "torch_profiler" / "rank0" / "trace.json", node_clock_at_launch + 10 - server_behind)
     assert find_new_files(str(tmp_path), node_clock_at_launch) == []  # the node's floor loses the trace
     assert find_new_files(str(tmp_path), floor_from_the_file_system) == ["torch_profiler/rank0/trace.json"]
+
+
+@pytest.mark.parametrize("compression", ["zstd", "gzip", "none"])
+def test_pack_hashes_each_file_as_it_packs_and_unpack_gives_the_same_bytes(tmp_path, compression):
+    if compression == "zstd" and shutil.which("zstd") is None:
+        pytest.skip("no zstd command here")
+    root = tmp_path / "run"
+    (root / "torch_profiler" / "rank1").mkdir(parents=True)
+    files = {"a.json": b'{"x": 1}' * 50000, "torch_profiler/rank1/trace.json": os.urandom(300000)}
+    for rel, body in files.items():
+        (root / rel).write_bytes(body)
+    hashes = {}
+    used = pack(str(root), sorted(files), str(tmp_path / "traces.tar"), compression, hashes=hashes)
+    assert used == compression
+    assert hashes == {rel: (len(body), hashlib.sha256(body).hexdigest()) for rel, body in files.items()}
+    assert sorted(os.listdir(tmp_path)) == ["run", "traces.tar"]  # no .part or intermediate .tar left
+    names = unpack(str(tmp_path / "traces.tar"), str(tmp_path / "out"), compression)
+    assert sorted(names) == sorted(files)
+    for rel, body in files.items():
+        assert (tmp_path / "out" / rel).read_bytes() == body
+
+
+def test_a_damaged_zstd_archive_is_named_not_half_extracted_silently(tmp_path):
+    if shutil.which("zstd") is None:
+        pytest.skip("no zstd command here")
+    (tmp_path / "run").mkdir()
+    (tmp_path / "run" / "a.json").write_bytes(os.urandom(200000))
+    pack(str(tmp_path / "run"), ["a.json"], str(tmp_path / "traces.tar"), "zstd")
+    data = (tmp_path / "traces.tar").read_bytes()
+    (tmp_path / "traces.tar").write_bytes(data[: len(data) // 2])
+    with pytest.raises(TraceError, match=r"traces\.tar"):
+        unpack(str(tmp_path / "traces.tar"), str(tmp_path / "out"), "zstd")
