@@ -61,7 +61,7 @@ class ActionModule(WaitAction):
         except _settings.SettingsError as exc:
             result.update(failed=True, msg=str(exc))
             return result
-        _settings.bound_connection(self._connection, s["aorta_connect_timeout"])
+        _settings.bound_connection(self._connection, s["aorta_connect_timeout"], s["aorta_run_id_resolved"])
         launch = task_vars.get("aorta_launch") or {}
         watched = (hostvars["localhost"].get("aorta_watch") or {}) if "localhost" in hostvars else {}
         results_dir = str(s["aorta_results_dir_resolved"])

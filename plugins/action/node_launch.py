@@ -55,6 +55,8 @@ class ActionModule(ActionBase):
         except (_settings.SettingsError, _launch.LaunchError, KeyError) as exc:
             result.update(failed=True, msg=f"{type(exc).__name__ if isinstance(exc, KeyError) else ''}{exc}")
             return result
+        # The run's own ssh master, the one preflight opened (see _settings.bound_connection).
+        _settings.bound_connection(self._connection, s["aorta_connect_timeout"], s["aorta_run_id_resolved"])
         if node == head:
             self._show_preflight(nodes, hostvars, plan, task_vars)
         row = self._row(node, s, plan)

@@ -168,7 +168,7 @@ class ActionModule(ProbeAction):
                 "timeout": float(s["aorta_fabric_check_timeout"]),
             }
             args["expect"].update(head=head, head_port=int(head_seen["port"]), head_address=head_seen["address"])
-        _settings.bound_connection(self._connection, s["aorta_connect_timeout"])
+        _settings.bound_connection(self._connection, s["aorta_connect_timeout"], s["aorta_run_id_resolved"])
         try:
             probed = self.probe(args, task_vars, pyspy=pyspy)
         except AnsibleConnectionFailure as exc:

@@ -80,6 +80,7 @@ def launch_deadlines(
 # What node_launch reads (the plan below and its own steps), besides the node's own aorta_vpc_ip and rank.
 LAUNCH_NAMES = (
     "aorta_run_id_resolved",
+    "aorta_connect_timeout",
     "aorta_results_dir_resolved",
     "aorta_docker_image",
     "aorta_image_archive",

@@ -75,3 +75,19 @@ def test_ssh_gets_the_connect_timeout_and_other_connections_are_left_alone():
     _settings.bound_connection(ssh, "30")
     _settings.bound_connection(local, 30)
     assert ssh._options == {"timeout": 30} and local._options == {}
+
+
+def test_each_run_gets_its_own_ssh_master_unless_the_user_chose_a_control_path():
+    """A master from an earlier run to a node that has hung since would hold the first command for
+    about a minute, past any ConnectTimeout."""
+    node = {"timeout": 10, "control_path": None, "host": "10.0.0.1", "port": 22, "remote_user": "me"}
+    first, again, other_run = _Connection(node), _Connection(node), _Connection(node)
+    _settings.bound_connection(first, 30, "run1")
+    _settings.bound_connection(again, 30, "run1")
+    _settings.bound_connection(other_run, 30, "run2")
+    path = first._options["control_path"]
+    assert path.startswith("%(directory)s/aorta-") and len(path) == len("%(directory)s/aorta-") + 10
+    assert again._options["control_path"] == path and other_run._options["control_path"] != path
+    mine = _Connection(dict(node, control_path="/tmp/cp/%%h"))
+    _settings.bound_connection(mine, 30, "run1")
+    assert mine._options["control_path"] == "/tmp/cp/%%h"
