@@ -48,17 +48,37 @@ def down() -> None:
     # its node's network namespace, and a node removed while one still holds it left dockerd with
     # a stale endpoint on the management network (seen once: "network ... has active endpoints",
     # no container attached, until dockerd restarted).
+    # Every name, for a stale endpoint to be disconnected by (see remove_network).
+    names = standin.sh("docker", "ps", "-a", "--format", "{{.Names}}", "--filter", "label=aorta.cluster.run").split()
     workloads = standin.sh("docker", "ps", "-aq", "--filter", "label=aorta.cluster.run").split()
     if workloads:
         standin.sh("docker", "rm", "-f", "-v", *workloads)
+    names += standin.sh("docker", "ps", "-a", "--format", "{{.Names}}", "--filter", f"label={LABEL}").split()
     ids = standin.sh("docker", "ps", "-aq", "--filter", f"label={LABEL}").split()
     if ids:
         standin.sh("docker", "rm", "-f", "-v", *ids)
-    nets = standin.sh("docker", "network", "ls", "-q", "--filter", f"label={LABEL}").split()
-    if nets:
-        standin.sh("docker", "network", "rm", *nets)
+    for net in standin.sh("docker", "network", "ls", "-q", "--filter", f"label={LABEL}").split():
+        remove_network(net, names)
     shutil.rmtree(OUT, ignore_errors=True)
     standin.log("scale down: nothing left")
+
+
+def remove_network(net: str, names: list) -> None:
+    """Remove ``net``; an endpoint dockerd kept after its container was removed ("has active
+    endpoints", no container attached: moby#17217, #23302) is disconnected by force, by the names
+    its inspect still lists and the nodes' names, and what was found is logged."""
+    for attempt in range(3):
+        gone = subprocess.run(["docker", "network", "rm", net], capture_output=True, text=True, check=False)
+        if gone.returncode == 0:
+            return
+        listing = "{{range .Containers}}{{.Name}} {{end}}"
+        held = standin.sh("docker", "network", "inspect", "-f", listing, net, check=False)
+        stale = sorted(set(held.split()) | set(names))
+        standin.log(f"scale down: {net} still has endpoints ({gone.stderr.strip()}); inspect lists {held.split()}")
+        for name in stale:
+            subprocess.run(["docker", "network", "disconnect", "-f", net, name], capture_output=True, check=False)
+        time.sleep(1 + attempt)
+    standin.sh("docker", "network", "rm", net)
 
 
 def start_node(index: int, image: str, pubkey: bytes) -> dict:
