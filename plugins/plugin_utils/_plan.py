@@ -19,7 +19,8 @@ from ansible_collections.aorta.cluster.plugins.plugin_utils._launch import Launc
 
 DIAGNOSE_S = 30  # the diagnostics step's bound at the deadline (run_supervisor's default)
 SETUP_MARGIN_S = 600
-JOIN_S = 120  # a worker's wait for the head's aggregator, and the head's for each node's first report
+# The launch step's own margin over aorta_setup_timeout_seconds (its task timeout in aorta_multinode.yml).
+LAUNCH_MARGIN_S = 120
 HEARTBEAT_TIMEOUT_S = 30  # aorta_heartbeat_timeout's default: a blip must not end a 1000-node run
 STOP_MARGIN_S = 30
 
@@ -34,7 +35,9 @@ def launch_deadlines(
     aorta_setup_timeout_seconds and aorta_heartbeat_timeout.
 
     heartbeat_timeout_s: a node's silence after which the head stops the run;
-    join_s: how long a worker waits for the head's aggregator (and the head for each first report);
+    join_s: how long a node's supervisor waits for every node to join before its ranks start (a
+    worker for the head's aggregator too): every node's launch step (a pull can take the whole setup
+    timeout), within the run's deadline, which counts from the supervisor's start;
     stopping_s: the silence allowed a node that said it is stopping (capture, grace, kill, cleanup),
     which is also how long the head serves the others after its own end;
     supervisor_end_s: the latest a supervisor can finish (deadline, diagnostics, grace, kill,
@@ -67,7 +70,7 @@ def launch_deadlines(
         "grace_s": grace,
         "diagnose_s": DIAGNOSE_S,
         "heartbeat_timeout_s": heartbeat,
-        "join_s": JOIN_S,
+        "join_s": min(setup + LAUNCH_MARGIN_S, timeout),
         "stopping_s": stopping,
         "supervisor_end_s": supervisor_end,
         "wait_s": wait,

@@ -22,6 +22,8 @@ def test_every_bound_outlasts_the_one_before_it(timeout, grace, setup):
     assert d["supervisor_end_s"] < d["wait_s"] < d["async_s"] < d["container_lifetime_s"]
     assert d["container_lifetime_s"] > setup + d["async_s"] - 1
     assert d["setup_lease_s"] > setup
+    # Every node's launch (a pull can take the whole setup timeout) joins in time, within the deadline.
+    assert d["join_s"] == min(setup + 120, timeout) and d["join_s"] <= timeout
 
 
 def test_text_numbers_from_a_survey_are_taken_and_bad_ones_refused():
