@@ -173,10 +173,12 @@ def _safe_name(name: str) -> bool:
     return bool(name) and not name.startswith("/") and ".." not in parts and "\\" not in name
 
 
-def unpack(archive: str, dest: str, compression: str, run_command=None) -> list:
+def unpack(archive: str, dest: str, compression: str, run_command=None, hashes=None) -> list:
     """Extract regular files only, refusing absolute paths, ``..`` and links; returns their names.
-    A zstd archive is decompressed straight into the extraction (no intermediate .tar)."""
+    A zstd archive is decompressed straight into the extraction (no intermediate .tar), and each
+    file's (size, sha256) goes into ``hashes`` as it is written (no second read to verify it)."""
     del run_command
+    hashes = {} if hashes is None else hashes
     os.makedirs(dest, exist_ok=True)
     names = []
     zstd = None
@@ -196,9 +198,17 @@ def unpack(archive: str, dest: str, compression: str, run_command=None) -> list:
                 content = tar.extractfile(member)
                 if content is None:  # not a regular file: refused above, never reached
                     raise TraceError(f"{archive}: {member.name!r} has no content")
+                digest, size = hashlib.sha256(), 0
                 with open(target, "wb") as out:
-                    shutil.copyfileobj(content, out, _CHUNK)
+                    while True:
+                        block = content.read(_CHUNK)
+                        if not block:
+                            break
+                        digest.update(block)
+                        out.write(block)
+                        size += len(block)
                 os.utime(target, (member.mtime, member.mtime))
+                hashes[member.name] = (size, digest.hexdigest())
                 names.append(member.name)
         if zstd is not None:
             zstd.stdout.read()  # tar's end blocks may leave padding unread

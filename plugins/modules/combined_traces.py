@@ -158,6 +158,7 @@ import json
 import os
 import shutil
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 
 from ansible.module_utils.basic import AnsibleModule
 
@@ -168,6 +169,9 @@ from ansible_collections.aorta.cluster.plugins.module_utils._traces import (
     sha256_file,
     unpack,
 )
+
+# How many nodes are unpacked at once (decompression, hashing and writing overlap across nodes).
+UNPACK_THREADS = 4
 
 
 def collect_node(node, staging, run_command):
@@ -196,7 +200,8 @@ def collect_node(node, staging, run_command):
     try:
         if node.get("archive_sha256") and sha256_file(archive) != node["archive_sha256"]:
             raise TraceError(f"{archive}: checksum differs from the node's; the transfer damaged it")
-        names = unpack(archive, target, node.get("compression") or "gzip", run_command)
+        arrived = {}  # (size, sha256) of each file, taken as it was written
+        names = unpack(archive, target, node.get("compression") or "gzip", run_command, hashes=arrived)
     except TraceError as exc:
         shutil.rmtree(target, ignore_errors=True)
         entry["error"] = str(exc)
@@ -214,8 +219,8 @@ def collect_node(node, staging, run_command):
         return entry
     for rel in sorted(names):
         path = os.path.join(target, rel)
-        digest = sha256_file(path)
-        if digest != expected[rel]["sha256"] or os.path.getsize(path) != expected[rel]["size"]:
+        size, digest = arrived[rel]
+        if digest != expected[rel]["sha256"] or size != expected[rel]["size"]:
             shutil.rmtree(target, ignore_errors=True)
             entry.update(files=[], error=f"{rel}: sha256 on arrival differs from the node's original")
             return entry
@@ -279,7 +284,9 @@ def main() -> None:
     try:
         os.makedirs(staging)
         nodes = sorted(module.params["nodes"], key=lambda n: n["rank"])
-        entries = [collect_node(node, staging, module.run_command) for node in nodes]
+        # Nodes unpack side by side: zstd, hashing and the disk release the GIL.
+        with ThreadPoolExecutor(max_workers=max(1, min(len(nodes), UNPACK_THREADS))) as pool:
+            entries = list(pool.map(lambda node: collect_node(node, staging, module.run_command), nodes))
         manifest = build_manifest(module.params, entries)
         changed = current_manifest(dest) != manifest
         if changed and not module.check_mode:

@@ -64,8 +64,10 @@ def test_pack_hashes_each_file_as_it_packs_and_unpack_gives_the_same_bytes(tmp_p
     assert used == compression
     assert hashes == {rel: (len(body), hashlib.sha256(body).hexdigest()) for rel, body in files.items()}
     assert sorted(os.listdir(tmp_path)) == ["run", "traces.tar"]  # no .part or intermediate .tar left
-    names = unpack(str(tmp_path / "traces.tar"), str(tmp_path / "out"), compression)
+    arrived = {}
+    names = unpack(str(tmp_path / "traces.tar"), str(tmp_path / "out"), compression, hashes=arrived)
     assert sorted(names) == sorted(files)
+    assert arrived == hashes  # taken while writing, the same as the node's
     for rel, body in files.items():
         assert (tmp_path / "out" / rel).read_bytes() == body
 
