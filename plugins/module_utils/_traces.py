@@ -103,6 +103,13 @@ def zstd_available() -> bool:
     return shutil.which("zstd") is not None
 
 
+def _pipe(stream):
+    """A pipe of a process started with it (never None; says so for the type checker)."""
+    if stream is None:
+        raise TraceError("zstd: a pipe to it is missing")
+    return stream
+
+
 class _Hashing:
     """A file read once: tarfile copies it into the archive while its sha256 is taken."""
 
@@ -151,13 +158,13 @@ def pack(root: str, files: list, archive: str, compression: str, run_command=Non
                     tar.addfile(info, reader)
                 hashes[rel] = (info.size, reader.digest.hexdigest())
         if zstd is not None:
-            zstd.stdin.close()
-            err = zstd.stderr.read().decode("utf-8", "replace")
+            _pipe(zstd.stdin).close()
+            err = _pipe(zstd.stderr).read().decode("utf-8", "replace")
             if zstd.wait() != 0:
                 raise TraceError(f"{archive}: zstd failed ({zstd.returncode}): {err.strip()}")
         os.replace(tmp, archive)
     except BrokenPipeError:
-        err = zstd.stderr.read().decode("utf-8", "replace") if zstd is not None else ""
+        err = _pipe(zstd.stderr).read().decode("utf-8", "replace") if zstd is not None else ""
         raise TraceError(f"{archive}: zstd stopped reading: {err.strip()}") from None
     finally:
         if zstd is not None and zstd.poll() is None:
@@ -211,15 +218,15 @@ def unpack(archive: str, dest: str, compression: str, run_command=None, hashes=N
                 hashes[member.name] = (size, digest.hexdigest())
                 names.append(member.name)
         if zstd is not None:
-            zstd.stdout.read()  # tar's end blocks may leave padding unread
-            err = zstd.stderr.read().decode("utf-8", "replace")
+            _pipe(zstd.stdout).read()  # tar's end blocks may leave padding unread
+            err = _pipe(zstd.stderr).read().decode("utf-8", "replace")
             if zstd.wait() != 0:
                 raise TraceError(f"{archive}: zstd could not decompress it ({zstd.returncode}): {err.strip()}")
     except (tarfile.TarError, EOFError, zlib_error, gzip.BadGzipFile) as exc:
         if zstd is not None:
-            zstd.stdout.read()  # drained, so that zstd ends and its own verdict can be read
+            _pipe(zstd.stdout).read()  # drained, so that zstd ends and its own verdict can be read
         if zstd is not None and zstd.wait() != 0:
-            err = zstd.stderr.read().decode("utf-8", "replace")
+            err = _pipe(zstd.stderr).read().decode("utf-8", "replace")
             raise TraceError(f"{archive}: zstd could not decompress it ({zstd.returncode}): {err.strip()}") from None
         raise TraceError(f"{archive}: damaged archive: {exc}") from None
     finally:

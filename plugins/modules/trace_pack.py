@@ -110,7 +110,7 @@ def main() -> None:
     root, archive = module.params["root"], module.params["archive"]
     try:
         names = find_new_files(root, module.params["since"])
-        hashes = {}
+        hashes: dict = {}
         compression = "none"
         if names and not module.check_mode:
             # One pass: each file is read once, hashed as it goes into the archive.
