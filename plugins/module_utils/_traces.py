@@ -143,9 +143,9 @@ def pack(root: str, files: list, archive: str, compression: str, run_command=Non
     try:
         opened: dict = {"name": tmp, "mode": "w", "format": tarfile.PAX_FORMAT}
         if compression == "zstd":
-            zstd = subprocess.Popen(
-                ["zstd", "-q", "-1", "-T0", "-f", "-o", tmp], stdin=subprocess.PIPE, stderr=subprocess.PIPE
-            )
+            # A pipe that tar writes into while zstd runs: run_command would wait for its end.
+            argv = ["zstd", "-q", "-1", "-T0", "-f", "-o", tmp]
+            zstd = subprocess.Popen(argv, stdin=subprocess.PIPE, stderr=subprocess.PIPE)  # pylint: disable=ansible-bad-function
             opened.update(name=None, fileobj=zstd.stdin, mode="w|")
         elif compression == "gzip":
             opened.update(mode="w:gz", compresslevel=1)
@@ -192,7 +192,9 @@ def unpack(archive: str, dest: str, compression: str, run_command=None, hashes=N
     opened: dict = {"name": archive, "mode": "r|gz" if compression == "gzip" else "r|"}
     try:
         if compression == "zstd":
-            zstd = subprocess.Popen(["zstd", "-q", "-d", "-c", archive], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+            # A pipe that tar reads from while zstd runs: run_command would wait for its end.
+            argv = ["zstd", "-q", "-d", "-c", archive]
+            zstd = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE)  # pylint: disable=ansible-bad-function
             opened.update(name=None, fileobj=zstd.stdout, mode="r|")
         with tarfile.open(**opened) as tar:
             for member in tar:
