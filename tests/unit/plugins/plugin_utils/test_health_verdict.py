@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from ansible_collections.aorta.cluster.plugins.plugin_utils import _health
+from ansible_collections.aorta.cluster.plugins.plugin_utils import _health_verdict
 
 EXPECT = {"require_gpu": True, "gpus_needed": 8, "slow_s": 15, "step_timeout": 30, "collect": True}
 
@@ -23,13 +23,13 @@ def healthy(**changes):
 
 
 def test_a_healthy_node_passes_correctable_errors_and_allowed_agents_included():
-    assert _health.judge("n0", healthy(), EXPECT) == []
-    assert _health.judge("n0", None, EXPECT) == []
+    assert _health_verdict.judge("n0", healthy(), EXPECT) == []
+    assert _health_verdict.judge("n0", None, EXPECT) == []
 
 
 def test_a_leaked_process_is_named_by_pid_name_and_user():
     leaked = healthy(processes=[{"pid": 4242, "name": "python3", "user": "alice", "allowed": False}])
-    (line,) = _health.judge("n1", leaked, EXPECT)
+    (line,) = _health_verdict.judge("n1", leaked, EXPECT)
     assert line.startswith("preflight[health]: n1: 1 process(es) already hold a GPU: pid 4242 python3 (user alice)")
     assert "aorta_gpu_process_allow" in line
 
@@ -40,7 +40,7 @@ def test_a_hung_tool_is_one_line_naming_the_step_and_its_timeout():
         {"name": "amd-smi static", "seconds": 0, "timed_out": False, "skipped": True, "error": "not run"},
     ]
     hung = healthy(steps=steps, count={"logical": 0, "physical": 0})
-    (line,) = _health.judge("n2", hung, EXPECT)
+    (line,) = _health_verdict.judge("n2", hung, EXPECT)
     assert line == (
         "preflight[health]: n2: amd-smi list gave no answer within 30 s (the driver may be wedged; "
         "later GPU tool steps not run)"
@@ -49,25 +49,25 @@ def test_a_hung_tool_is_one_line_naming_the_step_and_its_timeout():
 
 def test_a_slow_answer_fails_beyond_the_bound():
     slow = healthy(steps=[{"name": "amd-smi process", "seconds": 21.5, "timed_out": False, "error": ""}])
-    (line,) = _health.judge("n2", slow, EXPECT)
+    (line,) = _health_verdict.judge("n2", slow, EXPECT)
     assert "amd-smi process took 21.5 s, over the 15 s bound" in line and "wedged" in line
 
 
 def test_gpu_count_and_partition_modes():
     few = healthy(count={"logical": 6, "physical": 6, "partitioned": False})
-    assert _health.judge("n3", few, EXPECT) == [
+    assert _health_verdict.judge("n3", few, EXPECT) == [
         "preflight[gpu]: n3: 6 GPUs seen by amd-smi, 8 needed (aorta_gpus_per_node)"
     ]
     cpx = healthy(count={"logical": 64, "physical": 8, "partitioned": True})
-    (line,) = _health.judge("n3", cpx, EXPECT)
+    (line,) = _health_verdict.judge("n3", cpx, EXPECT)
     assert "lists 64 GPUs on 8 devices" in line and "set aorta_gpus_per_node to 64" in line
-    assert _health.judge("n3", cpx, dict(EXPECT, gpus_needed=64)) == []
-    assert _health.judge("n3", few, dict(EXPECT, require_gpu=False)) == []
+    assert _health_verdict.judge("n3", cpx, dict(EXPECT, gpus_needed=64)) == []
+    assert _health_verdict.judge("n3", few, dict(EXPECT, require_gpu=False)) == []
 
 
 def test_uncorrectable_ecc_fails_correctable_does_not():
     bad = healthy(ecc={"correctable": 0, "uncorrectable": 2, "gpus": [{"gpu": 3, "uncorrectable": 2}]})
-    assert _health.judge("n4", bad, EXPECT) == ["preflight[health]: n4: 2 uncorrectable ECC error(s) on GPU 3"]
+    assert _health_verdict.judge("n4", bad, EXPECT) == ["preflight[health]: n4: 2 uncorrectable ECC error(s) on GPU 3"]
 
 
 def test_kernel_errors_fail_by_kind_and_an_unreadable_log_does_not():
@@ -75,25 +75,25 @@ def test_kernel_errors_fail_by_kind_and_an_unreadable_log_does_not():
         {"at": 1.0, "kind": "oom", "line": "Out of memory: Killed process 12"},
         {"at": 2.0, "kind": "xgmi", "line": "amdgpu 0000:05:00.0: xgmi link down"},
     ]
-    (line,) = _health.judge("n5", healthy(kernel={"lines": lines, "since_source": "previous run"}), EXPECT)
+    (line,) = _health_verdict.judge("n5", healthy(kernel={"lines": lines, "since_source": "previous run"}), EXPECT)
     assert "1 GPU/NIC error(s) in the kernel log since previous run (xgmi)" in line
     only_oom = healthy(kernel={"lines": lines[:1]})
-    assert _health.judge("n5", only_oom, EXPECT) == []
+    assert _health_verdict.judge("n5", only_oom, EXPECT) == []
     unreadable = healthy(kernel={"source": None, "error": "kernel log not readable (dmesg: EPERM)", "lines": []})
-    assert _health.judge("n5", unreadable, EXPECT) == []
-    assert _health.summary(unreadable)["kernel"] == "unknown"
+    assert _health_verdict.judge("n5", unreadable, EXPECT) == []
+    assert _health_verdict.summary(unreadable)["kernel"] == "unknown"
 
 
 def test_rsync_is_needed_only_when_traces_are_collected():
     no_rsync = healthy(rsync=False)
-    assert _health.judge("n6", no_rsync, EXPECT) == [
+    assert _health_verdict.judge("n6", no_rsync, EXPECT) == [
         "preflight[health]: n6: rsync is not installed (it pulls the traces): install it"
     ]
-    assert _health.judge("n6", no_rsync, dict(EXPECT, collect=False)) == []
+    assert _health_verdict.judge("n6", no_rsync, dict(EXPECT, collect=False)) == []
 
 
 def test_summary_keeps_counts_not_output():
-    kept = _health.summary(healthy())
+    kept = _health_verdict.summary(healthy())
     assert kept["gpus"] == 8 and kept["ecc_correctable"] == 12 and kept["kernel"] == 0
     assert kept["processes"] == [{"pid": 7, "name": "rdcd", "user": "root", "allowed": True}]
 
@@ -115,9 +115,9 @@ def test_drift_names_the_minority_per_field_and_skips_what_a_node_could_not_read
     prints = {f"n{i}": fp() for i in range(4)}
     prints["n3"] = fp(amdgpu="6.7.0")
     prints["n2"] = fp(rocm=None)
-    (found,) = _health.drift(prints)
+    (found,) = _health_verdict.drift(prints)
     assert found["field"] == "amdgpu" and found["majority"] == "6.8.5" and found["nodes"] == [("n3", "6.7.0")]
-    assert _health.drift_lines([found]) == [
+    assert _health_verdict.drift_lines([found]) == [
         "preflight[drift]: WARNING amdgpu driver: 1 of 4 nodes differ from 6.8.5: n3 (6.7.0)"
     ]
 
@@ -127,7 +127,7 @@ def test_drift_at_1000_nodes_is_one_line_per_field():
         f"node{i:04d}": fp(kernel="6.8.0-49" if i % 100 == 7 else "6.8.0-45", docker="26.0" if i < 5 else "27.1")
         for i in range(1000)
     }
-    lines = _health.drift_lines(_health.drift(prints))
+    lines = _health_verdict.drift_lines(_health_verdict.drift(prints))
     assert len(lines) == 2
     assert lines[0] == (
         "preflight[drift]: WARNING kernel: 10 of 1000 nodes differ from 6.8.0-45: node0007 (6.8.0-49), "
@@ -137,5 +137,5 @@ def test_drift_at_1000_nodes_is_one_line_per_field():
 
 
 def test_no_drift_on_identical_or_single_nodes():
-    assert _health.drift({"n0": fp(), "n1": fp()}) == []
-    assert _health.drift({"n0": fp()}) == []
+    assert _health_verdict.drift({"n0": fp(), "n1": fp()}) == []
+    assert _health_verdict.drift({"n0": fp()}) == []
