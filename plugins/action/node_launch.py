@@ -16,7 +16,7 @@ from ansible.plugins.action import ActionBase
 from ansible.utils.display import Display
 
 from ansible_collections.aorta.cluster.plugins.action.node_prepare import head_file
-from ansible_collections.aorta.cluster.plugins.plugin_utils import _launch, _plan, _settings
+from ansible_collections.aorta.cluster.plugins.plugin_utils import _health_verdict, _launch, _plan, _settings
 
 display = Display()
 
@@ -199,9 +199,10 @@ class ActionModule(ActionBase):
         """One line for the whole cluster, a line per node where an earlier run was cleaned up, and
         every node's own line with -v (a line per node on every run grew with N)."""
         verbose = int(task_vars.get("ansible_verbosity") or 0) > 0
-        lines, interfaces = [], []
+        lines, interfaces, prints = [], [], {}
         for host in nodes:
             prepared = hostvars[host].get("aorta_prepare") or {}
+            prints[host] = (prepared.get("derived") or {}).get("fingerprint")
             record = (prepared.get("derived") or {}).get("record") or {}
             lease = prepared.get("lease") or {}
             if record.get("fabric_if") and record["fabric_if"] not in interfaces:
@@ -221,6 +222,8 @@ class ActionModule(ActionBase):
                     f"preflight: {len(nodes)} nodes ready; rendezvous {plan['master_addr']}:{plan['master_port']}; "
                     f"fabric interface {', '.join(interfaces)}",
                     *lines,
+                    # One line per field that differs, whatever the node count (run.json names every node).
+                    *_health_verdict.drift_lines(_health_verdict.drift(prints)),
                 ]
             )
         )

@@ -46,7 +46,19 @@ NAMES = (
     "aorta_kill_grace_seconds",
     "aorta_setup_timeout_seconds",
     "aorta_vpc_ip",
+    "aorta_health_checks",
+    "aorta_health_step_timeout",
+    "aorta_gpu_tool_slow_seconds",
+    "aorta_gpu_process_allow",
+    "aorta_health_kernel_window_hours",
+    "aorta_collect_traces",
 )
+
+
+def health_bound(s: dict[str, Any]) -> float:
+    """The longest the health checks can take on one node: each GPU tool step, the NIC's and the
+    kernel log's (0 when they are off)."""
+    return 6 * float(s["aorta_health_step_timeout"]) + 30 if s["aorta_health_checks"] else 0.0
 
 
 def head_file(results_dir: str) -> str:
@@ -98,7 +110,7 @@ class ActionModule(ProbeAction):
                 _settings.write_json(shared, verdict)
             return result
         # Bounded below the task's own timeout, so that a head that hangs is named, not this node.
-        own_bound = float(s["aorta_connect_timeout"]) + float(s["aorta_fabric_check_timeout"]) + 60
+        own_bound = float(s["aorta_connect_timeout"]) + float(s["aorta_fabric_check_timeout"]) + 60 + health_bound(s)
         seen = _settings.wait_json(
             shared, max(10.0, float(self._task.timeout or 600) - own_bound), run_id=s["aorta_run_id_resolved"]
         )
@@ -128,7 +140,8 @@ class ActionModule(ProbeAction):
             "image": s["aorta_docker_image"],
             "root": s["aorta_path"],
             "paths": paths,
-            "count_gpus": bool(s["aorta_require_gpu"]),
+            # The health checks count the GPUs themselves (partition modes, the tool that counted).
+            "count_gpus": bool(s["aorta_require_gpu"]) and not s["aorta_health_checks"],
             # The head's copy of the run's config, for the report's run context (throughput).
             "read": s["aorta_base_config"] if head_seen is None else "",
             "pyspy": s["aorta_pyspy"],
@@ -150,8 +163,19 @@ class ActionModule(ProbeAction):
                 "gpus_needed": int(s["aorta_nproc_per_node"] or s["aorta_gpus_per_node"]),
                 "vpc_ip": s["aorta_vpc_ip"],
                 "extra_env": s["aorta_extra_env"] or {},
+                "slow_s": float(s["aorta_gpu_tool_slow_seconds"]),
+                "step_timeout": float(s["aorta_health_step_timeout"]),
+                "collect": bool(s["aorta_collect_traces"]),
             },
         }
+        if s["aorta_health_checks"]:
+            args["health"] = {
+                "step_timeout": float(s["aorta_health_step_timeout"]),
+                "allow": [str(name) for name in s["aorta_gpu_process_allow"] or []],
+                "since_dir": s["aorta_lease_dir"],
+                "window_s": float(s["aorta_health_kernel_window_hours"]) * 3600,
+                "fabric_ip": s["aorta_vpc_ip"],
+            }
         if head_seen is None and not s["aorta_master_port"]:
             args["port"] = {
                 "addresses": ["0.0.0.0", s["aorta_vpc_ip"]],

@@ -10,6 +10,7 @@ from typing import Any
 
 from ansible.plugins.action import ActionBase
 
+from ansible_collections.aorta.cluster.plugins.plugin_utils import _health_verdict
 from ansible_collections.aorta.cluster.plugins.plugin_utils._controller import controller_identity, owner_is_gone
 from ansible_collections.aorta.cluster.plugins.plugin_utils._preflight import judge
 from ansible_collections.aorta.cluster.plugins.plugin_utils._tools import pyspy_plan
@@ -47,7 +48,12 @@ class ActionModule(ActionBase):
             return result
         node = str((task_vars or {}).get("inventory_hostname", "node"))
         verdict = judge(node, probe["facts"], expect)
+        health = probe["facts"].get("health")
+        verdict["failures"].extend(_health_verdict.judge(node, health, expect))
         derived = verdict["derived"]
+        if health:
+            derived["health"] = _health_verdict.summary(health)
+            derived["fingerprint"] = health.get("fingerprint") or {}
         if pyspy is not None:
             derived["pyspy"] = dict(pyspy, present=bool(probe["facts"].get("tools", {}).get("py-spy")))
         # The node reads its clock last, just before it answers: against the controller's clock when

@@ -11,6 +11,7 @@ from ansible_collections.aorta.cluster.plugins.plugin_utils import (
     _cluster_file,
     _container,
     _cvs_config,
+    _health_verdict,
     _launch,
     _plan,
     _run,
@@ -52,4 +53,6 @@ class FilterModule:
             "partial_cluster": _filter(_cluster_file.partial_cluster),
             "setup_failure": _filter(_run.setup_failure),
             "run_settings": _filter(_run_context.run_settings),
+            "health_record": _filter(_health_verdict.health_record),
+            "healthy_cluster": _filter(_cluster_file.healthy_cluster),
         }

@@ -347,9 +347,9 @@ def nic_facts(interface, run, timeout):
     return facts
 
 
-def since_marker(directory, now, window_s):
+def since_marker(directory, now, window_s, keep=False):
     """When the previous probe of this node ran (kept in ``directory``), else ``now - window_s``;
-    the marker is moved to ``now`` for the next run."""
+    the marker is moved to ``now`` for the next run (``keep``: left as it is, in check mode)."""
     path = os.path.join(directory, "health-since")
     start = now - window_s
     try:
@@ -358,6 +358,8 @@ def since_marker(directory, now, window_s):
         source = "previous run"
     except (OSError, ValueError):
         source = f"the last {window_s / 3600:g} h"
+    if keep:
+        return start, source
     try:
         with open(path + ".tmp", "w", encoding="utf-8") as handle:
             handle.write(f"{now:.3f}\n")
@@ -478,7 +480,12 @@ def gather(options, docker_facts, interface, kernel_scan, run=bounded, which=Non
     facts["fingerprint"] = fingerprint(
         facts, (docker_facts.get("docker") or {}).get("version"), docker_facts.get("image_id"), nic
     )
-    start, source = since_marker(options.get("since_dir") or "/tmp", now, float(options.get("window_s") or 86400))
+    start, source = since_marker(
+        options.get("since_dir") or "/tmp",
+        now,
+        float(options.get("window_s") or 86400),
+        options.get("keep_marker", False),
+    )
 
     def runner(argv, seconds):
         answer = run(argv, seconds)

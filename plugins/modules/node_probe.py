@@ -41,6 +41,37 @@ options:
     description: Count the GPUs with amd-smi (else rocm-smi).
     type: bool
     default: false
+  health:
+    description:
+      - "Read the node's health and fingerprint too (C(facts.health)): the GPUs amd-smi (else rocm-smi, else
+        C(/dev/dri/renderD*)) sees and how long it takes to answer, the processes already holding a GPU (by pid,
+        name and user), ECC counts, the kernel log's GPU and NIC errors since the previous probe, whether rsync is
+        there, and the kernel, ROCm, amdgpu, GPU model, VBIOS, fabric NIC, docker and image versions."
+      - "Each tool runs in its own session for at most O(health.step_timeout) seconds and is killed, never
+        waited on, when it overruns; after a GPU tool has timed out no other GPU tool is started."
+    type: dict
+    suboptions:
+      step_timeout:
+        description: Seconds each tool may take.
+        type: float
+        default: 30
+      allow:
+        description: Names of processes that may hold a GPU (monitoring agents).
+        type: list
+        elements: str
+        default: []
+      since_dir:
+        description: Where the node keeps the time of its previous probe (the kernel log is read from then).
+        type: str
+        default: /var/tmp/aorta-cluster
+      window_s:
+        description: How far back the kernel log is read when the node has no previous probe.
+        type: float
+        default: 86400
+      fabric_ip:
+        description: The node's fabric address; the interface holding it is the fabric NIC of the fingerprint.
+        type: str
+        default: ''
   read:
     description:
       - A small file under O(root) whose text comes back as C(facts.read) (C(path), C(text), C(truncated),
@@ -133,6 +164,15 @@ options:
       extra_env:
         description: The user's environment, whose C(GLOO_SOCKET_IFNAME)/C(NCCL_SOCKET_IFNAME) are checked.
         type: dict
+      slow_s:
+        description: Seconds beyond which a GPU tool's answer fails the node (the driver may be wedged).
+        type: float
+      step_timeout:
+        description: O(health.step_timeout), for the messages.
+        type: float
+      collect:
+        description: Whether the traces are collected (rsync is then needed).
+        type: bool
   pyspy:
     description:
       - "The controller's py-spy for the stacks of a hang, handled by the action plugin (never sent to the node):
@@ -203,7 +243,7 @@ EXAMPLES = r"""
 RETURN = r"""
 facts:
   description: What the node said (docker, image_id, paths, disk, gpu_devices, gpus, container_devices,
-    group_ids, interfaces, uid, gid, tools, clock).
+    group_ids, interfaces, uid, gid, tools, clock, and health with O(health)).
   returned: always
   type: dict
 lease:
@@ -220,8 +260,15 @@ import time
 
 from ansible.module_utils.basic import AnsibleModule
 
+from ansible_collections.aorta.cluster.plugins.module_utils import _health, _kernel_log
 from ansible_collections.aorta.cluster.plugins.module_utils._fabric import reach
-from ansible_collections.aorta.cluster.plugins.module_utils._lease import LeaseError, LeaseHeld, refusal, take
+from ansible_collections.aorta.cluster.plugins.module_utils._lease import (
+    LeaseError,
+    LeaseHeld,
+    refusal,
+    shared_dir,
+    take,
+)
 from ansible_collections.aorta.cluster.plugins.module_utils._ports import PortError, ephemeral_range, find_free_port
 from ansible_collections.aorta.cluster.plugins.module_utils._probe import gather, tool_facts
 
@@ -238,6 +285,18 @@ def connect_facts(connect: dict, interfaces: dict) -> dict:
     return {"reached": reached, "error": error, "source": source, "seconds": round(time.monotonic() - started, 3)}
 
 
+def health_facts(options: dict, facts: dict, check_mode: bool) -> dict:
+    """The node's health and fingerprint; in check mode the previous probe's time is kept as it is."""
+    fabric_ip = options.get("fabric_ip") or ""
+    interface = next((name for name, addrs in (facts.get("interfaces") or {}).items() if fabric_ip in addrs), "")
+    since_dir = options.get("since_dir") or "/var/tmp/aorta-cluster"
+    if not check_mode:
+        shared_dir(since_dir)  # as the lease's: shared like /tmp, whichever user probes first
+    allow = list(_health.DEFAULT_ALLOW) + list(options.get("allow") or [])
+    opts = dict(options, allow=allow, since_dir=since_dir, keep_marker=check_mode)
+    return _health.gather(opts, facts, interface, _kernel_log.scan)
+
+
 def main() -> None:
     module = AnsibleModule(
         argument_spec={
@@ -247,6 +306,16 @@ def main() -> None:
             "paths": {"type": "list", "elements": "str", "default": []},
             "count_gpus": {"type": "bool", "default": False},
             "read": {"type": "str", "default": ""},
+            "health": {
+                "type": "dict",
+                "options": {
+                    "step_timeout": {"type": "float", "default": 30},
+                    "allow": {"type": "list", "elements": "str", "default": []},
+                    "since_dir": {"type": "str", "default": "/var/tmp/aorta-cluster"},
+                    "window_s": {"type": "float", "default": 86400},
+                    "fabric_ip": {"type": "str", "default": ""},
+                },
+            },
             "lease": {
                 "type": "dict",
                 "options": {
@@ -280,6 +349,9 @@ def main() -> None:
                     "gpus_needed": {"type": "int"},
                     "vpc_ip": {"type": "str"},
                     "extra_env": {"type": "dict"},
+                    "slow_s": {"type": "float"},
+                    "step_timeout": {"type": "float"},
+                    "collect": {"type": "bool"},
                 },
             },
             "pyspy": {"type": "str"},
@@ -325,6 +397,8 @@ def main() -> None:
         result["changed"] = result["lease"]["result"] == "acquired" or bool(result["lease"]["removed_containers"])
     result["facts"] = gather(run, p["docker"], p["image"], p["root"], p["paths"], p["count_gpus"], p["read"])
     result["facts"]["tools"] = tool_facts(p["tools"], module.check_mode)
+    if p["health"]:
+        result["facts"]["health"] = health_facts(p["health"], result["facts"], module.check_mode)
     if p["port"]:
         port = p["port"]
         try:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import os
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -424,3 +425,26 @@ def host_records(cluster: Cluster, connection_vars: bool = True) -> list[dict[st
         groups = [GROUP_ALL, GROUP_HEAD if node.rank == 0 else GROUP_WORKERS]
         records.append({"name": node.name, "groups": groups, "vars": hostvars, "extra": dict(node.extra)})
     return records
+
+
+# Blocks of a CVS cluster file that hold switch credentials or rack inventory, never copied out.
+NOT_COPIED = ("racks",)
+
+
+def healthy_cluster(path: str, exclude: Sequence[str]) -> str:
+    """The cluster file at ``path`` without the nodes in ``exclude`` (node_dict keys) and without
+    its racks or switch blocks: JSON text for ``healthy.cluster.json``. Node order is kept, so ranks
+    follow the file; a head that is excluded hands ``head_node_dict`` to the first node left."""
+    data = load(path)
+    gone = {str(name) for name in exclude}
+    kept = {name: entry for name, entry in (data.get("node_dict") or {}).items() if name not in gone}
+    out = {
+        key: value
+        for key, value in data.items()
+        if key not in NOT_COPIED and "switch" not in key.lower() and key != "node_dict"
+    }
+    out["node_dict"] = kept
+    head = out.get("head_node_dict")
+    if isinstance(head, dict) and kept and str(head.get("mgmt_ip")) in gone:
+        out["head_node_dict"] = dict(head, mgmt_ip=next(iter(kept)))
+    return json.dumps(out, indent=2) + "\n"

@@ -155,3 +155,54 @@ def drift_lines(found: Sequence[Mapping[str, Any]], first: int = FIRST_NODES) ->
             f"{item['majority']}: {named}{more}"
         )
     return lines
+
+
+def fingerprint_drift(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """``{fields, lines}`` of run.json's node rows (each with ``name`` and ``fingerprint``): the
+    drift of each field and its console lines."""
+    found = drift({str(row.get("name")): row.get("fingerprint") for row in rows if row.get("fingerprint")})
+    return {"fields": found, "lines": drift_lines(found)}
+
+
+def unhealthy(
+    names: Sequence[str], prepared: Sequence[Mapping[str, Any] | None], messages: Sequence[Any], own: Sequence[Any]
+) -> list[dict[str, Any]]:
+    """The nodes whose own preflight failed (unreachable ones included), each with its reasons:
+    ``[{name, reasons}]`` in rank order. A node not probed because the head failed is not one of
+    them: nothing is known of it. ``messages``/``own``: each node's rescue (empty when none ran)."""
+    found = []
+    for name, answer, message, mine in zip(names, prepared, messages, own):
+        result = answer or {}
+        if not (mine and message) and not result.get("failed"):
+            continue
+        if result.get("own") is False:
+            continue
+        reasons = [str(r) for r in result.get("failures") or ()] or [str(result.get("msg") or message)]
+        found.append({"name": str(name), "reasons": reasons})
+    return found
+
+
+def unhealthy_text(found: Sequence[Mapping[str, Any]]) -> str:
+    """unhealthy.txt: one line per reason, ``<node><TAB><reason>``, the node first so that
+    ``cut -f1 | sort -u`` lists the nodes to exclude."""
+    return "".join(f"{item['name']}\t{reason}\n" for item in found for reason in item["reasons"])
+
+
+def health_record(
+    rows: Sequence[Mapping[str, Any]],
+    prepared: Sequence[Mapping[str, Any] | None],
+    messages: Sequence[Any],
+    own: Sequence[Any],
+) -> dict[str, Any]:
+    """What run.json, the console and unhealthy.txt say of the nodes' health: the drift of their
+    fingerprints (``drift``, ``drift_lines``) and the nodes that failed preflight (``unhealthy``,
+    ``unhealthy_text``). ``rows``: run.json's node rows in rank order; the rest per row."""
+    names = [str(row.get("name")) for row in rows]
+    found = fingerprint_drift(rows)
+    bad = unhealthy(names, prepared, messages, own)
+    return {
+        "drift": found["fields"],
+        "drift_lines": found["lines"],
+        "unhealthy": bad,
+        "unhealthy_text": unhealthy_text(bad),
+    }

@@ -196,6 +196,8 @@ INTERNAL = frozenset(
         # facts, registered results and task variables of the playbooks and roles
         "aorta_collect_failure",
         "aorta_collected",
+        "aorta_health",
+        "aorta_cluster_source",
         # the node steps' registered results (node_prepare, node_launch, node_end) and the watch's play
         "aorta_prepare",
         "aorta_launch",

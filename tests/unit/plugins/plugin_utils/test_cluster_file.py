@@ -225,3 +225,26 @@ def test_a_job_with_only_some_of_the_nodes_is_refused_naming_k_of_n():
 def test_the_group_variables_carry_the_node_count(fixtures_dir):
     cluster = cf.read(str(fixtures_dir / "cluster_files" / "filled" / "cluster.json"))
     assert cf.group_vars(cluster)["aorta_cluster_nodes"] == len(cluster.nodes)
+
+
+def test_healthy_cluster_drops_the_excluded_nodes_and_the_racks(tmp_path):
+    source = {
+        "username": "me",
+        "priv_key_file": "/home/me/.ssh/id",
+        "head_node_dict": {"mgmt_ip": "10.0.0.1"},
+        "node_dict": {f"10.0.0.{i}": {"vpc_ip": f"192.168.0.{i}", "bmc_ip": "NA"} for i in range(1, 5)},
+        "racks": {"rack1": {"switch": {"user": "admin", "password": "s3cret"}}},
+        "leaf_switch_creds": {"password": "s3cret"},
+    }
+    path = tmp_path / "cluster.json"
+    path.write_text(json.dumps(source))
+    text = cf.healthy_cluster(str(path), ["10.0.0.1", "10.0.0.3"])
+    healthy = json.loads(text)
+    assert list(healthy["node_dict"]) == ["10.0.0.2", "10.0.0.4"]
+    assert healthy["head_node_dict"] == {"mgmt_ip": "10.0.0.2"}  # the excluded head hands over
+    assert "s3cret" not in text and "racks" not in healthy
+    written = tmp_path / "healthy.cluster.json"
+    written.write_text(text)
+    cluster = cf.read(str(written))
+    assert [n.name for n in cluster.nodes] == ["10.0.0.2", "10.0.0.4"] and cluster.head.vpc_ip == "192.168.0.2"
+    assert json.loads(cf.healthy_cluster(str(path), []))["node_dict"] == source["node_dict"]

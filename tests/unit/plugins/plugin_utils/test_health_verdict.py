@@ -139,3 +139,33 @@ def test_drift_at_1000_nodes_is_one_line_per_field():
 def test_no_drift_on_identical_or_single_nodes():
     assert _health_verdict.drift({"n0": fp(), "n1": fp()}) == []
     assert _health_verdict.drift({"n0": fp()}) == []
+
+
+def test_health_record_names_the_nodes_whose_own_preflight_failed():
+    rows = [{"name": f"n{i}", "fingerprint": fp(amdgpu="6.7.0" if i == 3 else "6.8.5")} for i in range(4)]
+    prepared = [
+        {"failed": False},
+        {"failed": True, "own": True, "failures": ["preflight[health]: n1: leaked", "preflight[disk]: n1: full"]},
+        {"failed": True, "own": True, "reached": False, "msg": "preflight[ssh]: unreachable: n2: timed out"},
+        {},
+    ]
+    messages = ["", "n1: Probe: ...", "n2: Probe: ...", ""]
+    record = _health_verdict.health_record(rows, prepared, messages, [False, True, True, False])
+    assert [u["name"] for u in record["unhealthy"]] == ["n1", "n2"]
+    assert record["unhealthy_text"] == (
+        "n1\tpreflight[health]: n1: leaked\nn1\tpreflight[disk]: n1: full\n"
+        "n2\tpreflight[ssh]: unreachable: n2: timed out\n"
+    )
+    assert record["drift_lines"] == [
+        "preflight[drift]: WARNING amdgpu driver: 1 of 4 nodes differ from 6.8.5: n3 (6.7.0)"
+    ]
+
+
+def test_a_worker_not_probed_because_the_head_failed_is_not_unhealthy():
+    rows = [{"name": "n0"}, {"name": "n1"}]
+    prepared = [
+        {"failed": True, "own": True, "failures": ["preflight[health]: n0: ecc"]},
+        {"failed": True, "own": False},
+    ]
+    record = _health_verdict.health_record(rows, prepared, ["n0: x", ""], [True, False])
+    assert [u["name"] for u in record["unhealthy"]] == ["n0"] and record["drift"] == []
