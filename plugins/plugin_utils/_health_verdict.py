@@ -121,7 +121,8 @@ def summary(health: Mapping[str, Any] | None) -> dict[str, Any]:
 
 def drift(fingerprints: Mapping[str, Mapping[str, Any] | None]) -> list[dict[str, Any]]:
     """Each fingerprint field on which some nodes differ from the majority: ``{field, label,
-    majority, count, nodes: [(node, value)], of}``. Values a node could not read are left out."""
+    majority, count, nodes: [(node, value)], of}`` (``majority`` None on a tie: every node is then
+    listed). Values a node could not read are left out."""
     found = []
     for field, label in FIELDS:
         values = {node: (fp or {}).get(field) for node, fp in fingerprints.items()}
@@ -129,7 +130,9 @@ def drift(fingerprints: Mapping[str, Mapping[str, Any] | None]) -> list[dict[str
         counts = Counter(known.values())
         if len(counts) < 2:
             continue
-        majority = sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))[0][0]
+        ranked = counts.most_common()
+        # A tie has no majority (two nodes that differ): every node is then named with its value.
+        majority = ranked[0][0] if ranked[0][1] > ranked[1][1] else None
         differ = [(node, value) for node, value in known.items() if value != majority]
         found.append(
             {
@@ -150,9 +153,9 @@ def drift_lines(found: Sequence[Mapping[str, Any]], first: int = FIRST_NODES) ->
     for item in found:
         named = ", ".join(f"{node} ({value})" for node, value in list(item["nodes"])[:first])
         more = f" and {item['count'] - first} more" if item["count"] > first else ""
+        against = f"differ from {item['majority']}" if item["majority"] is not None else "differ, no majority"
         lines.append(
-            f"preflight[drift]: WARNING {item['label']}: {item['count']} of {item['of']} nodes differ from "
-            f"{item['majority']}: {named}{more}"
+            f"preflight[drift]: WARNING {item['label']}: {item['count']} of {item['of']} nodes {against}: {named}{more}"
         )
     return lines
 

@@ -176,6 +176,47 @@ def prepare_node(name: str, pubkey: bytes, archive: Path, workload_image: str) -
             )
     sh("docker", "exec", name, "mkdir", "-p", AORTA_PATH)
     sh("docker", "cp", f"{HERE / 'workload'}/.", f"{name}:{AORTA_PATH}/")
+    # The STAND-IN amd-smi and rocm-smi (tests/standin/gpu): eight fake healthy GPUs until a test
+    # turns a knob with gpu_knobs().
+    for tool in ("amd-smi", "rocm-smi"):
+        sh("docker", "cp", str(HERE / "gpu" / tool), f"{name}:/usr/local/bin/{tool}")
+    gpu_knobs(name, {})
+
+
+def gpu_knobs(name: str, knobs: dict) -> None:
+    """Set the knobs of node ``name``'s STAND-IN GPU tool (see tests/standin/gpu/amd-smi): gpus,
+    partitions, driver, rocm, processes, ecc_uncorrectable, ecc_correctable, delay_s."""
+    write = "mkdir -p /etc/aorta-standin && cat > /etc/aorta-standin/gpu.json"
+    sh("docker", "exec", "-i", name, "sh", "-c", write, input=json.dumps(knobs).encode())
+
+
+def add_node(index: int) -> dict:
+    """One more node beside the running stand-in cluster, for a test that needs more nodes than the
+    session's; it is not in cluster.json (the test writes its own). ``{container, mgmt_ip, vpc_ip,
+    fabric_if}``. remove_node() takes it away."""
+    state = json.loads((OUT / "state.json").read_text())
+    key = OUT / "id_ed25519"
+    name = start_node(index, state["NODE_IMAGE"])
+    prepare_node(
+        name, key.with_suffix(".pub").read_bytes(), image_archive(state["WORKLOAD_IMAGE"]), state["WORKLOAD_IMAGE"]
+    )
+    mgmt_ip, fabric_ip = address(name, f"{PREFIX}-mgmt{index}"), address(name, FABRIC)
+    with open(OUT / "known_hosts", "a", encoding="utf-8") as handle:
+        handle.write(keyscan(mgmt_ip))
+    with open(OUT / "ssh_config", "a", encoding="utf-8") as handle:
+        handle.write(
+            f"Host {mgmt_ip}\n  User root\n  IdentityFile {key}\n  IdentitiesOnly yes\n"
+            f"  UserKnownHostsFile {OUT / 'known_hosts'}\n  StrictHostKeyChecking yes\n"
+        )
+    log(f"added node {name}: mgmt {mgmt_ip} fabric {fabric_ip}")
+    return {"container": name, "mgmt_ip": mgmt_ip, "vpc_ip": fabric_ip, "fabric_if": interface_of(name, fabric_ip)}
+
+
+def remove_node(index: int) -> None:
+    """Take away a node add_node() started (its container and management network)."""
+    sh("docker", "rm", "-f", "-v", node_name(index), check=False)
+    sh("docker", "network", "rm", f"{PREFIX}-mgmt{index}", check=False)
+    shutil.rmtree(OUT / "nodes" / node_name(index), ignore_errors=True)
 
 
 def keyscan(ip: str) -> str:

@@ -169,3 +169,11 @@ def test_a_worker_not_probed_because_the_head_failed_is_not_unhealthy():
     ]
     record = _health_verdict.health_record(rows, prepared, ["n0: x", ""], [True, False])
     assert [u["name"] for u in record["unhealthy"]] == ["n0"] and record["drift"] == []
+
+
+def test_a_tie_has_no_majority_and_names_every_node():
+    (found,) = _health_verdict.drift({"n0": fp(), "n3": fp(amdgpu="6.7.0")})
+    assert found["majority"] is None
+    assert _health_verdict.drift_lines([found]) == [
+        "preflight[drift]: WARNING amdgpu driver: 2 of 2 nodes differ, no majority: n0 (6.8.5), n3 (6.7.0)"
+    ]
