@@ -44,7 +44,7 @@ def judge(node: str, health: Mapping[str, Any] | None, expect: Mapping[str, Any]
     hung = [s for s in steps if s.get("timed_out")]
     if hung:
         failures.append(
-            f"preflight[health]: {node}: {hung[0]['name']} gave no answer within {expect.get('step_timeout')} s "
+            f"preflight[health]: {node}: {hung[0]['name']} gave no answer within {float(expect.get('step_timeout') or 0):g} s "
             "(the driver may be wedged; later GPU tool steps not run)"
         )
     else:
