@@ -3,6 +3,10 @@
 
 from __future__ import annotations
 
+import pathlib
+import re
+
+from ansible_collections.aorta.cluster.plugins.module_utils import _health, _kernel_log
 from ansible_collections.aorta.cluster.plugins.plugin_utils import _health_verdict
 
 EXPECT = {"require_gpu": True, "gpus_needed": 8, "slow_s": 15, "step_timeout": 30, "collect": True}
@@ -177,3 +181,14 @@ def test_a_tie_has_no_majority_and_names_every_node():
     assert _health_verdict.drift_lines([found]) == [
         "preflight[drift]: WARNING amdgpu driver: 2 of 2 nodes differ, no majority: n0 (6.8.5), n3 (6.7.0)"
     ]
+
+
+def test_docs_health_md_lists_what_the_code_allows_and_fails():
+    text = (pathlib.Path(__file__).resolve().parents[4] / "docs" / "health.md").read_text()
+    allowed = text.split("Processes allowed to hold a GPU", 1)[1].split("\n\n", 1)[0]
+    assert sorted(re.findall(r"`([^`]+)`", allowed)) == sorted([*_health.DEFAULT_ALLOW, "aorta_gpu_process_allow"])
+    failing = text.split("Kernel-log kinds that fail a node", 1)[1].split("\n\n", 1)[0]
+    named = re.findall(r"`([^`]+)`", failing)
+    assert set(named) >= set(_health_verdict.FAILING_KERNEL_KINDS)
+    assert set(named) - set(_health_verdict.FAILING_KERNEL_KINDS) == {"page fault", "hung task", "oom"}
+    assert set(named) == {name for name, _pattern in _kernel_log.PATTERNS}
