@@ -52,7 +52,7 @@ def leak_a_process(container: str) -> int:
         ["docker", "exec", "-d", container, "python3", "-c", "import time; time.sleep(900)", "leaked-gpu-holder"],
         check=True,
     )
-    for _ in range(50):
+    for _attempt in range(50):
         out = subprocess.run(
             ["docker", "exec", container, "pgrep", "-n", "-f", "leaked-gpu-holder"],
             capture_output=True,

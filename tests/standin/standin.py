@@ -178,7 +178,7 @@ def prepare_node(name: str, pubkey: bytes, archive: Path, workload_image: str) -
     sh("docker", "cp", f"{HERE / 'workload'}/.", f"{name}:{AORTA_PATH}/")
     # The STAND-IN amd-smi and rocm-smi (tests/standin/gpu): eight fake healthy GPUs until a test
     # turns a knob with gpu_knobs().
-    for tool in ("amd-smi", "rocm-smi"):
+    for tool in ("amd-smi", "rocm-smi", "gpu_tool.py"):
         sh("docker", "cp", str(HERE / "gpu" / tool), f"{name}:/usr/local/bin/{tool}")
     gpu_knobs(name, {})
 
