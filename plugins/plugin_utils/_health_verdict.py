@@ -43,8 +43,9 @@ def judge(node: str, health: Mapping[str, Any] | None, expect: Mapping[str, Any]
     steps = health.get("steps") or []
     hung = [s for s in steps if s.get("timed_out")]
     if hung:
+        bound = float(expect.get("step_timeout") or 0)
         failures.append(
-            f"preflight[health]: {node}: {hung[0]['name']} gave no answer within {float(expect.get('step_timeout') or 0):g} s "
+            f"preflight[health]: {node}: {hung[0]['name']} gave no answer within {bound:g} s "
             "(the driver may be wedged; later GPU tool steps not run)"
         )
     else:
