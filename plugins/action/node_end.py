@@ -63,6 +63,14 @@ class ActionModule(WaitAction):
             return result
         _settings.bound_connection(self._connection, s["aorta_connect_timeout"], s["aorta_run_id_resolved"])
         launch = task_vars.get("aorta_launch") or {}
+        # The run's own head, ranks and node count: without the nodes preflight excluded.
+        head = str(launch.get("head") or head)
+        total_nodes = int(launch.get("nnodes") or len(nodes))
+        if launch.get("rank") is not None:
+            s["aorta_node_rank"] = int(launch["rank"])
+        excluded = launch.get("excluded") or (task_vars.get("aorta_prepare") or {}).get("excluded")
+        if excluded is True:
+            return self._excluded(s, task_vars, node, result)
         watched = (hostvars["localhost"].get("aorta_watch") or {}) if "localhost" in hostvars else {}
         results_dir = str(s["aorta_results_dir_resolved"])
         progress_dir = os.path.join(results_dir, ".progress") if results_dir else None
@@ -75,7 +83,7 @@ class ActionModule(WaitAction):
                 "timeout_seconds": launch["deadlines"]["wait_s"],
                 "poll_seconds": max(int(s["aorta_poll_seconds"]), 1),
                 "progress_dir": progress_dir,
-                "total_nodes": len(nodes),
+                "total_nodes": total_nodes,
                 # An AWX survey's overrides are text: read them the way the launch does.
                 "total_steps": override_of(s["aorta_training_overrides"], "training.max_steps"),
                 "results_file": launch["job"]["results_file"],
@@ -122,6 +130,23 @@ class ActionModule(WaitAction):
                 task_vars=task_vars,
             )
             result["summaries"] = summary.get("summaries", [])
+        return result
+
+    def _excluded(self, s: dict[str, Any], task_vars: dict[str, Any], node: str, result: dict) -> dict[str, Any]:
+        """A node preflight left out of the run (aorta_exclude_unhealthy): its lease let go, nothing
+        collected; run.json names it with its reasons."""
+        prepared = task_vars.get("aorta_prepare") or {}
+        record = {
+            "name": node,
+            "rank": None,
+            "state": "excluded",
+            "exit_code": None,
+            "reasons": prepared.get("failures") or [prepared.get("msg", "")],
+            "log": None,
+        }
+        result.update(changed=False, node_result=record, polls=0)
+        if prepared.get("reached", True):
+            self._end_on_node(s, {}, node, str(s["aorta_output_dir"]), result)
         return result
 
     def _end_on_node(self, s: dict[str, Any], launch: dict[str, Any], node: str, output: str, result: dict) -> bool:

@@ -31,12 +31,25 @@ class ActionModule(ActionBase):
         self._vars = task_vars  # every module run below needs them (interpreter, connection)
         node = str(task_vars.get("inventory_hostname"))
         groups = task_vars.get("groups") or {}
-        nodes = [str(n) for n in groups.get("aorta_nodes") or [node]]
-        head = _settings.head_of(task_vars)
         hostvars = task_vars.get("hostvars") or {}
+        cluster = _settings.in_rank_order(
+            self._templar.template, hostvars, [str(n) for n in groups.get("aorta_nodes") or [node]]
+        )
         try:
             s = _settings.read(self._templar.template, task_vars, _plan.LAUNCH_NAMES)
             prepared = task_vars.get("aorta_prepare") or {}
+            # The nodes that run, the same on every node: without those preflight excluded (unhealthy,
+            # with aorta_exclude_unhealthy), ranks renumbered in cluster-file order, the head first.
+            run = _plan.run_nodes(
+                cluster, {n: (hostvars.get(n) or {}).get("aorta_prepare") for n in cluster}, s["aorta_min_nodes"]
+            )
+            nodes, head = run["nodes"], run["head"]
+            shared = {"head": head, "nnodes": len(nodes), "excluded": run["excluded"]}
+            if node not in nodes:
+                # Kept out of the run: its lease stays until node_end's teardown lets it go.
+                result.update(changed=False, excluded=True, rank=None, **shared)
+                return result
+            s["aorta_node_rank"] = nodes.index(node)
             verdict = head_file(s["aorta_results_dir_resolved"])
             seen = _settings.wait_json(verdict, 0, run_id=s["aorta_run_id_resolved"]) or {}
             if not seen.get("port"):
@@ -45,12 +58,22 @@ class ActionModule(ActionBase):
                     f"launch: {verdict} holds no rendezvous port for run {s['aorta_run_id_resolved']}: "
                     "aorta.cluster.node_prepare must pass on every node first"
                 )
+            if seen.get("head", head) != head:
+                raise _launch.LaunchError(f"launch: {verdict} names the head {seen.get('head')}, the run's is {head}")
             head_vpc = self._templar.template(hostvars[head]["aorta_vpc_ip"]) if node != head else s["aorta_vpc_ip"]
             collect_dir = None
-            if _launch.launch_mode(s["aorta_master_launch_mode"], len(nodes)) == "script":
+            # The mode follows the cluster file's node count, not the survivors': one node left must not
+            # turn auto into script mode.
+            if _launch.launch_mode(s["aorta_master_launch_mode"], len(cluster)) == "script":
                 collect_dir = self._script_mode(s, prepared)
             plan = _plan.node_launch(
-                s, node, nodes, {"name": head, "vpc_ip": head_vpc, "port": seen.get("port") or 0}, prepared, collect_dir
+                s,
+                node,
+                nodes,
+                {"name": head, "vpc_ip": head_vpc, "port": seen.get("port") or 0},
+                prepared,
+                collect_dir,
+                cluster_nodes=len(cluster),
             )
         except (_settings.SettingsError, _launch.LaunchError, KeyError) as exc:
             result.update(failed=True, msg=f"{type(exc).__name__ if isinstance(exc, KeyError) else ''}{exc}")
@@ -58,13 +81,15 @@ class ActionModule(ActionBase):
         # The run's own ssh master, the one preflight opened (see _settings.bound_connection).
         _settings.bound_connection(self._connection, s["aorta_connect_timeout"], s["aorta_run_id_resolved"])
         if node == head:
-            self._show_preflight(nodes, hostvars, plan, task_vars)
+            self._show_preflight(cluster, hostvars, plan, task_vars)
         row = self._row(node, s, plan)
         if self._task.check_mode and not int(task_vars.get("ansible_verbosity") or 0):
             # Once per node and only when asked for (--check; -v prints the result, which holds it):
             # printed on every run, it was some forty console lines per node.
             display.display(json.dumps(row, indent=4))
         result.update(
+            rank=s["aorta_node_rank"],
+            **shared,
             plan=row,
             changed=False,
             container=plan["container"],

@@ -52,6 +52,7 @@ NAMES = (
     "aorta_gpu_process_allow",
     "aorta_health_kernel_window_hours",
     "aorta_collect_traces",
+    "aorta_exclude_unhealthy",
 )
 
 
@@ -63,6 +64,20 @@ def health_bound(s: dict[str, Any]) -> float:
 
 def head_file(results_dir: str) -> str:
     return os.path.join(_settings.plan_dir(results_dir), "head.json")
+
+
+def candidate_file(results_dir: str, node: str) -> str:
+    """A worker's own verdict as the head's stand-in, when the head failed with aorta_exclude_unhealthy."""
+    return os.path.join(_settings.plan_dir(results_dir), f"candidate-{node.replace('/', '_')}.json")
+
+
+def exclude(result: dict[str, Any]) -> dict[str, Any]:
+    """With aorta_exclude_unhealthy, a node's own preflight failure leaves it out of the run instead
+    of stopping the run: the result is not failed, and says ``excluded`` with the reasons."""
+    if result.get("failed") and result.get("own", True):
+        result["failures"] = result.get("failures") or [str(result.get("msg", "preflight failed"))]
+        result.update(failed=False, excluded=True)
+    return result
 
 
 class ActionModule(ProbeAction):
@@ -96,25 +111,22 @@ class ActionModule(ProbeAction):
             verdict: dict[str, Any] = {"run_id": run_id, "ok": False, "msg": "the head's preflight did not finish"}
             try:
                 result.update(self._prepare(s, task_vars, mode, head, pyspy, None))
-                verdict = {
-                    "run_id": run_id,
-                    "ok": not result.get("failed"),
-                    "msg": result.get("msg", ""),
-                    "port": result.get("port") or s["aorta_master_port"],
-                    "address": (result.get("derived") or {}).get("bootstrap_ip"),
-                    "pyspy": pyspy,
-                }
+                verdict = self._verdict(s, result, head, pyspy)
             finally:
                 # The workers wait for this: the head goes first, so that of two runs started together
                 # only the one that holds the head goes on to the workers (they cannot split the cluster).
                 _settings.write_json(shared, verdict)
-            return result
+            return exclude(result) if s["aorta_exclude_unhealthy"] else result
         # Bounded below the task's own timeout, so that a head that hangs is named, not this node.
         own_bound = float(s["aorta_connect_timeout"]) + float(s["aorta_fabric_check_timeout"]) + 60 + health_bound(s)
         seen = _settings.wait_json(
             shared, max(10.0, float(self._task.timeout or 600) - own_bound), run_id=s["aorta_run_id_resolved"]
         )
         if not seen or not seen.get("ok") or not seen.get("port"):
+            if s["aorta_exclude_unhealthy"] and seen is not None:
+                wait_s = float(self._task.timeout or 600) - own_bound
+                result.update(self._elect(s, task_vars, mode, nodes, head, wait_s))
+                return result
             result.update(
                 failed=True,
                 own=False,
@@ -123,7 +135,80 @@ class ActionModule(ProbeAction):
             )
             return result
         result.update(self._prepare(s, task_vars, mode, head, seen["pyspy"], seen))
-        return result
+        return exclude(result) if s["aorta_exclude_unhealthy"] else result
+
+    @staticmethod
+    def _verdict(s: dict[str, Any], result: dict[str, Any], head: str, pyspy: dict) -> dict[str, Any]:
+        return {
+            "run_id": s["aorta_run_id_resolved"],
+            "head": head,
+            "ok": not result.get("failed"),
+            "msg": result.get("msg", ""),
+            "port": result.get("port") or s["aorta_master_port"],
+            "address": (result.get("derived") or {}).get("bootstrap_ip"),
+            "pyspy": pyspy,
+        }
+
+    def _elect(
+        self, s: dict[str, Any], task_vars: dict[str, Any], mode: str, nodes: list[str], head: str, wait_s: float
+    ) -> dict[str, Any]:
+        """The head failed and unhealthy nodes are excluded: the first worker, in cluster-file order,
+        that passes its own preflight becomes the head. Each worker probes itself as the head would
+        (its lease, a port picked on it), says so in its candidate file, then waits for the workers
+        before it: the first of them that passed is the new head, and this worker proves one TCP
+        connection to it; when none passed, this worker is the head (head.json says so)."""
+        node = str(task_vars.get("inventory_hostname"))
+        results_dir = s["aorta_results_dir_resolved"]
+        run_id = s["aorta_run_id_resolved"]
+        pyspy = pyspy_plan(s["aorta_pyspy"], f"{str(s['aorta_lease_dir']).rstrip('/')}/tools")
+        mine = self._prepare(s, task_vars, mode, node, pyspy, None)
+        verdict = self._verdict(s, mine, node, pyspy)
+        _settings.write_json(candidate_file(results_dir, node), verdict)
+        hostvars = task_vars.get("hostvars") or {}
+        workers = [n for n in _settings.in_rank_order(self._templar.template, hostvars, nodes) if n != head]
+        for before in workers[: workers.index(node)]:
+            seen = _settings.wait_json(candidate_file(results_dir, before), max(10.0, wait_s), run_id=run_id)
+            if seen and seen.get("ok") and seen.get("port"):
+                if mine.get("failed"):
+                    return exclude(mine)
+                return exclude(self._connect(s, task_vars, node, mine, seen))
+        if mine.get("failed"):
+            return exclude(mine)
+        _settings.write_json(head_file(results_dir), verdict)
+        display.display(f"preflight: {node} is the run's head (the head {head} did not pass preflight)")
+        mine["elected"] = True
+        return mine
+
+    def _connect(
+        self, s: dict[str, Any], task_vars: dict[str, Any], node: str, mine: dict[str, Any], head: dict[str, Any]
+    ) -> dict[str, Any]:
+        """One TCP connection from this worker to the elected head, judged as a worker's is."""
+        gloo = (s["aorta_extra_env"] or {}).get("GLOO_SOCKET_IFNAME", "")
+        args = {
+            "connect": {
+                "host": head["address"],
+                "port": int(head["port"]),
+                "source": s["aorta_vpc_ip"],
+                "interface": str(gloo).split(",", maxsplit=1)[0].lstrip("^="),
+                "timeout": float(s["aorta_fabric_check_timeout"]),
+            },
+            "expect": {
+                "vpc_ip": s["aorta_vpc_ip"],
+                "extra_env": s["aorta_extra_env"] or {},
+                "head": head["head"],
+                "head_port": int(head["port"]),
+                "head_address": head["address"],
+            },
+        }
+        try:
+            proved = self.probe(args, task_vars)
+        except AnsibleConnectionFailure as exc:
+            return {"failed": True, "own": True, "reached": False, "msg": f"preflight[ssh]: unreachable: {node}: {exc}"}
+        mine.pop("port", None)  # the head's port is the run's, not this worker's candidate
+        (mine.setdefault("facts", {}))["connect"] = (proved.get("facts") or {}).get("connect")
+        if proved.get("failed"):
+            mine.update(failed=True, msg=proved.get("msg"), failures=proved.get("failures") or [proved.get("msg")])
+        return mine
 
     def _prepare(
         self, s: dict[str, Any], task_vars: dict[str, Any], mode: str, head: str, pyspy: dict, head_seen: dict | None

@@ -157,6 +157,12 @@ def opening_rows(report: dict) -> list:
         rows.append(_row("run-config", "Aorta config, overrides", f"{run.get('base_config') or '-'}, {overrides}"))
     else:
         rows.append(_row("run-status", "run status", run.get("note") or "no run record", "bad"))
+    if run.get("excluded"):
+        named = "; ".join(f"{e['name']}: {e['reason']}" for e in run["excluded"][:10])
+        more = f" and {len(run['excluded']) - 10} more (run.json)" if len(run["excluded"]) > 10 else ""
+        rows.append(_row("run-excluded", f"excluded by preflight ({len(run['excluded'])})", named + more, "bad"))
+    if run.get("drift"):
+        rows.append(_row("run-drift", "fingerprint drift", "; ".join(run["drift"]) + " (run.json's drift)", "bad"))
     gpus = run.get("gpus_per_node") or report["cluster"]["gpus_per_node"]
     rows.append(
         _row(

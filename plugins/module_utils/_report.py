@@ -368,6 +368,13 @@ def run_summary(record: dict | None, path: str, report: dict) -> dict:
         "overrides": context.get("overrides"),
         "launch_mode": context.get("launch_mode"),
         "nodes": context.get("nodes", len(record.get("nodes") or [])),
+        # Left out by preflight (aorta_exclude_unhealthy) and the fingerprint fields that differ.
+        "excluded": [
+            {"name": e.get("name"), "reason": (e.get("reasons") or [""])[0]} for e in record.get("excluded") or ()
+        ],
+        "drift": [
+            f"{d.get('label')}: {d.get('count')} of {d.get('of')} nodes differ" for d in record.get("drift") or ()
+        ],
         "gpus_per_node": context.get("gpus_per_node"),
         "batch_size": batch,
         "sequence_length": sequence,

@@ -123,6 +123,7 @@ LAUNCH_NAMES = (
     "aorta_parse_on_nodes",
     "aorta_vpc_ip",
     "aorta_node_rank",
+    "aorta_min_nodes",
 )
 
 
@@ -133,6 +134,7 @@ def node_launch(
     head: Mapping[str, Any],
     prepared: Mapping[str, Any],
     collect_dir: str | None = None,
+    cluster_nodes: int | None = None,
 ) -> dict[str, Any]:
     """Everything one node's launch needs, from the run's settings ``s`` (aorta_* values),
     the node's name, the cluster's nodes in rank order, the head (``name``, ``vpc_ip``, ``port``) and
@@ -146,7 +148,8 @@ def node_launch(
     run_id = str(s["aorta_run_id_resolved"])
     mount = str(s["aorta_container_mount_path"]).rstrip("/") or "/"
     path = str(s["aorta_path"])
-    mode = _launch.launch_mode(s["aorta_master_launch_mode"], len(nodes))
+    # The cluster file's node count decides auto (``cluster_nodes``): excluded nodes do not change it.
+    mode = _launch.launch_mode(s["aorta_master_launch_mode"], cluster_nodes or len(nodes))
     nproc = int(s["aorta_nproc_per_node"] or s["aorta_gpus_per_node"])
     deadlines = launch_deadlines(
         s["aorta_timeout_seconds"],
@@ -274,3 +277,28 @@ def node_launch(
         "supervisor": supervisor,
         "pyspy": pyspy,
     }
+
+
+def run_nodes(
+    nodes: Sequence[str], prepared: Mapping[str, Mapping[str, Any] | None], min_nodes: int = 1
+) -> dict[str, Any]:
+    """The nodes this run launches on, computed the same on every node from every node's preflight:
+    the cluster's nodes in cluster-file order without those preflight excluded (``excluded`` in their
+    result, with ``aorta_exclude_unhealthy``), the head first. ``{nodes, head, excluded: [{name,
+    reasons}]}``; a LaunchError naming every excluded node when fewer than ``min_nodes`` remain."""
+    kept, excluded = [], []
+    for name in nodes:
+        answer = prepared.get(name) or {}
+        if answer.get("excluded"):
+            reasons = [str(r) for r in answer.get("failures") or ()] or [str(answer.get("msg") or "excluded")]
+            excluded.append({"name": str(name), "reasons": reasons})
+        else:
+            kept.append(str(name))
+    need = max(int(min_nodes or 1), 1)
+    if len(kept) < need:
+        named = "; ".join(item["reasons"][0] for item in excluded[:10])
+        more = f" and {len(excluded) - 10} more" if len(excluded) > 10 else ""
+        raise _launch.LaunchError(
+            f"launch: {len(kept)} of {len(nodes)} nodes passed preflight, aorta_min_nodes is {need}: {named}{more}"
+        )
+    return {"nodes": kept, "head": kept[0], "excluded": excluded}

@@ -12,7 +12,7 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-STATES = ("ok", "failed", "timeout", "unreachable", "not_started")
+STATES = ("ok", "failed", "timeout", "unreachable", "not_started", "excluded")
 # Below this much free space the output directory's file system counts as full: a profiler that
 # meets it loses its trace and may still exit 0 (Kineto logs "Failed to write to log file!").
 DISK_FULL_BYTES = 1 << 20
@@ -104,15 +104,21 @@ def run_status(nodes: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     (``progress``: steps per global rank at the deadline), since in synchronous training every
     other rank waits for it.
     """
+    # Nodes preflight left out (aorta_exclude_unhealthy) did not run: they neither fail the run nor
+    # count in it; the message says how many there were.
+    excluded = [str(n.get("name")) for n in nodes if n.get("state") == "excluded"]
+    nodes = [n for n in nodes if n.get("state") != "excluded"]
+    left_out = f"; {len(excluded)} excluded by preflight: {', '.join(excluded[:10])}" if excluded else ""
+    left_out += f" and {len(excluded) - 10} more" if len(excluded) > 10 else ""
     if not nodes:
-        return {"status": "FAILED", "failed_nodes": [], "first_failure": None, "message": "no nodes ran"}
+        return {"status": "FAILED", "failed_nodes": [], "first_failure": None, "message": "no nodes ran" + left_out}
     bad = [n for n in nodes if n.get("state") != "ok"]
     if not bad:
         return {
             "status": "COMPLETED",
             "failed_nodes": [],
             "first_failure": None,
-            "message": f"all {len(nodes)} nodes completed",
+            "message": f"all {len(nodes)} nodes completed" + left_out,
         }
     status = "TIMEOUT" if any(n.get("state") == "timeout" for n in bad) else "FAILED"
     laggards = _laggard_nodes(bad)
@@ -139,7 +145,7 @@ def run_status(nodes: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
         "status": status,
         "failed_nodes": names,
         "first_failure": names[0],
-        "message": f"{status} on {len(bad)} of {len(nodes)} nodes, first {names[0]}: {detail}",
+        "message": f"{status} on {len(bad)} of {len(nodes)} nodes, first {names[0]}: {detail}{left_out}",
     }
 
 

@@ -41,6 +41,20 @@ def head_of(task_vars: Mapping[str, Any]) -> str:
     return str(heads[0])
 
 
+def in_rank_order(template: Any, hostvars: Mapping[str, Any], nodes: Iterable[str]) -> list[str]:
+    """``nodes`` sorted by their ``aorta_node_rank`` (the cluster file's order; the head first)."""
+    position = {str(n): index for index, n in enumerate(nodes)}
+
+    def rank(name: str) -> tuple[int, int]:
+        value = (hostvars.get(name) or {}).get("aorta_node_rank")
+        try:
+            return int(template(value)), position[name]
+        except (TypeError, ValueError):
+            return len(position), position[name]
+
+    return sorted(position, key=rank)
+
+
 def plan_dir(results_dir: str) -> str:
     """The controller-side directory where one node's step leaves what the others need (the head's
     port and address): forked workers share no memory."""

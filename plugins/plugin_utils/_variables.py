@@ -197,6 +197,7 @@ INTERNAL = frozenset(
         "aorta_collect_failure",
         "aorta_collected",
         "aorta_health",
+        "aorta_run_head",
         "aorta_cluster_source",
         # the node steps' registered results (node_prepare, node_launch, node_end) and the watch's play
         "aorta_prepare",

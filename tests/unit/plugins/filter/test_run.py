@@ -368,3 +368,18 @@ def test_the_end_table_names_only_the_nodes_that_were_not_ok_then_counts():
     lines = F["node_table"]([ok, bad])
     assert lines == [F["node_line"](bad), "nodes: 2 (1 ok, 1 unreachable); fabric interface: eth1 on 2"]
     assert F["node_table"]([ok, bad], True)[:2] == [F["node_line"](ok), F["node_line"](bad)]
+
+
+def test_excluded_nodes_neither_fail_the_run_nor_count_in_it():
+    nodes = [
+        {"name": "n0", "rank": 0, "state": "ok"},
+        {"name": "n1", "rank": None, "state": "excluded"},
+        {"name": "n3", "rank": 1, "state": "ok"},
+    ]
+    status = F["run_status"](nodes)
+    assert status["status"] == "COMPLETED" and status["failed_nodes"] == []
+    assert status["message"] == "all 2 nodes completed; 1 excluded by preflight: n1"
+    failed = F["run_status"]([dict(nodes[0], state="failed", exit_code=1), nodes[1], nodes[2]])
+    assert failed["failed_nodes"] == ["n0"] and failed["message"].endswith("; 1 excluded by preflight: n1")
+    table = F["node_table"](nodes)
+    assert table[-1].startswith("nodes: 3 (2 ok, 1 excluded)")

@@ -200,6 +200,20 @@ def test_the_run_record_opens_the_report_with_its_status_context_and_throughput(
     assert opening == sorted(opening) and max(opening) < html.index("id='headline'")
     assert "slow node gpu-b" in html[: html.index("id='headline'")]
     assert "samples/s" in html and "tokens/s" in html
+    assert "id='run-excluded'" not in html and "id='run-drift'" not in html  # only when there are any
+
+    record["excluded"] = [
+        {"name": "gpu-c", "reasons": ["preflight[health]: gpu-c: 1 uncorrectable ECC error(s) on GPU 3"]}
+    ]
+    record["drift"] = [{"field": "amdgpu", "label": "amdgpu driver", "count": 1, "of": 3}]
+    (tmp_path / "run.json").write_text(json.dumps(record))
+    result, failure = _task(root)
+    assert result["run"]["excluded"] == [
+        {"name": "gpu-c", "reason": "preflight[health]: gpu-c: 1 uncorrectable ECC error(s) on GPU 3"}
+    ]
+    html = (root / "report.html").read_text()
+    assert html.index("id='run-excluded'") < html.index("id='run-size'")
+    assert "amdgpu driver: 1 of 3 nodes differ" in html[: html.index("id='headline'")]
 
 
 def test_a_bare_folder_says_it_has_no_run_record(tmp_path, combined_tree):

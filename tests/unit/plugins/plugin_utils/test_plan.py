@@ -11,7 +11,12 @@ import yaml
 from ansible_collections.aorta.cluster.plugins.module_utils import _aggregator, _kernel_log
 from ansible_collections.aorta.cluster.plugins.module_utils import _supervisor as sv
 from ansible_collections.aorta.cluster.plugins.plugin_utils._launch import LaunchError
-from ansible_collections.aorta.cluster.plugins.plugin_utils._plan import LAUNCH_NAMES, launch_deadlines, node_launch
+from ansible_collections.aorta.cluster.plugins.plugin_utils._plan import (
+    LAUNCH_NAMES,
+    launch_deadlines,
+    node_launch,
+    run_nodes,
+)
 
 
 @pytest.mark.parametrize("timeout,grace,setup", [(1, 0, 1), (60, 10, 1800), (3600, 30, 1800), (86400, 600, 60)])
@@ -148,3 +153,37 @@ def test_one_node_runs_the_experiment_script_and_collects_from_the_configs_outpu
 def test_a_bad_launch_mode_is_refused_naming_the_variable():
     with pytest.raises(LaunchError, match="aorta_master_launch_mode"):
         node_launch(launch_settings(aorta_master_launch_mode="script"), "gpu-b", ["gpu-a", "gpu-b"], HEAD, PREPARED)
+
+
+def test_the_run_nodes_leave_out_the_excluded_and_keep_cluster_file_order():
+    prepared = {
+        "n0": {"excluded": True, "failures": ["preflight[health]: n0: leaked"]},
+        "n1": {"changed": True},
+        "n2": {"excluded": True, "msg": "preflight[ssh]: unreachable: n2"},
+        "n3": {},
+    }
+    run = run_nodes(["n0", "n1", "n2", "n3"], prepared)
+    assert run["nodes"] == ["n1", "n3"] and run["head"] == "n1"
+    assert run["excluded"] == [
+        {"name": "n0", "reasons": ["preflight[health]: n0: leaked"]},
+        {"name": "n2", "reasons": ["preflight[ssh]: unreachable: n2"]},
+    ]
+    assert run_nodes(["n0", "n1"], {})["nodes"] == ["n0", "n1"]  # nothing excluded: every node, in order
+
+
+def test_fewer_nodes_than_aorta_min_nodes_stop_before_the_launch_naming_every_excluded_node():
+    prepared = {"n0": {"excluded": True, "failures": ["preflight[health]: n0: ecc"]}, "n2": {"excluded": True}}
+    with pytest.raises(LaunchError) as raised:
+        run_nodes(["n0", "n1", "n2"], prepared, min_nodes=2)
+    assert str(raised.value) == (
+        "launch: 1 of 3 nodes passed preflight, aorta_min_nodes is 2: preflight[health]: n0: ecc; excluded"
+    )
+    with pytest.raises(LaunchError):
+        run_nodes(["n0"], {"n0": {"excluded": True}})
+
+
+def test_the_mode_follows_the_cluster_not_the_survivors():
+    s = launch_settings(aorta_node_rank=0)
+    plan = node_launch(s, "gpu-a", ["gpu-a"], HEAD, PREPARED, cluster_nodes=4)
+    assert plan["launch_mode"] == "torchrun" and "--nnodes=1" in plan["argv"]
+    assert node_launch(s, "gpu-a", ["gpu-a"], HEAD, PREPARED)["launch_mode"] == "script"

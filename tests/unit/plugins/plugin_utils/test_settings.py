@@ -91,3 +91,8 @@ def test_each_run_gets_its_own_ssh_master_unless_the_user_chose_a_control_path()
     mine = _Connection(dict(node, control_path="/tmp/cp/%%h"))
     _settings.bound_connection(mine, 30, "run1")
     assert mine._options["control_path"] == "/tmp/cp/%%h"
+
+
+def test_in_rank_order_follows_the_rank_not_the_group_order():
+    hostvars = {"b": {"aorta_node_rank": "1"}, "a": {"aorta_node_rank": 2}, "c": {"aorta_node_rank": 0}, "x": {}}
+    assert _settings.in_rank_order(lambda v: v, hostvars, ["a", "b", "c", "x"]) == ["c", "b", "a", "x"]
