@@ -41,7 +41,8 @@ def four_nodes(standin_cluster, tmp_path_factory):
     finally:
         for node in standin_cluster.nodes:
             standin.gpu_knobs(node["container"], {})
-        subprocess.run(["docker", "exec", nodes[1]["container"], "pkill", "-f", "leaked-gpu-holder"], check=False)
+        for node in nodes[:2]:
+            subprocess.run(["docker", "exec", node["container"], "pkill", "-f", "leaked-gpu-holder"], check=False)
         standin.remove_node(3)
 
 
@@ -147,3 +148,59 @@ def test_unhealthy_nodes_are_named_nothing_launches_and_the_healthy_ones_rerun(s
     assert run["context"]["launch_mode"] == "torchrun"
     assert f"amdgpu driver: 2 of 2 nodes differ, no majority: {names[0]} (6.8.5), {names[3]} (6.7.0)" in proc.stdout
     assert (results / "unhealthy.txt").read_text() == ""
+
+
+def test_with_aorta_exclude_unhealthy_the_run_completes_on_the_healthy_nodes(standin_cluster, four_nodes, tmp_path):
+    inventory, nodes = four_nodes
+    names = [n["mgmt_ip"] for n in nodes]
+    pid = leak_a_process(nodes[1]["container"])
+    standin.gpu_knobs(nodes[1]["container"], {"processes": [{"pid": pid, "name": "python3"}]})
+    standin.gpu_knobs(nodes[2]["container"], {"delay_s": 3600})
+    standin.gpu_knobs(nodes[3]["container"], {"driver": "6.7.0"})
+
+    proc, run, results, _seconds = standin_cluster.run(
+        tmp_path, inventory=inventory, aorta_exclude_unhealthy=True, aorta_health_step_timeout=STEP_TIMEOUT
+    )
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    assert run["status"] == "COMPLETED", run["message"]
+    assert run["message"].endswith(f"; 2 excluded by preflight: {names[1]}, {names[2]}")
+    assert run["context"]["launch_mode"] == "torchrun" and run["context"]["nodes"] == 2
+    ranks = {n["name"]: (n["rank"], n["state"]) for n in run["nodes"]}
+    assert ranks == {
+        names[0]: (0, "ok"),
+        names[1]: (None, "excluded"),
+        names[2]: (None, "excluded"),
+        names[3]: (1, "ok"),
+    }
+    assert [e["name"] for e in run["excluded"]] == [names[1], names[2]]
+    assert "already hold a GPU" in run["excluded"][0]["reasons"][0]
+    assert run["combined_traces"]["missing_ranks"] == [] and len(run["combined_traces"]["files"]) >= 4
+    # The excluded nodes ran nothing and let go of their lease.
+    for index in (1, 2):
+        assert standin_cluster.containers_of(run["run_id"], [index]) == []
+        lease = standin_cluster.node_exec(index, "ls", standin_cluster.status_dir, check=False)
+        assert "node.lease" not in lease.split(), f"node {index} still holds its lease"
+    report = (results / "report.html").read_text()
+    assert "id='run-excluded'" in report and names[1] in report
+
+
+def test_an_unhealthy_head_hands_over_to_the_first_node_that_passes(standin_cluster, four_nodes, tmp_path):
+    inventory, nodes = four_nodes
+    names = [n["mgmt_ip"] for n in nodes]
+    pid = leak_a_process(nodes[0]["container"])
+    standin.gpu_knobs(nodes[0]["container"], {"processes": [{"pid": pid, "name": "python3"}]})
+    standin.gpu_knobs(nodes[1]["container"], {"ecc_uncorrectable": 2})
+    standin.gpu_knobs(nodes[2]["container"], {})
+    standin.gpu_knobs(nodes[3]["container"], {})
+
+    proc, run, _results, _seconds = standin_cluster.run(
+        tmp_path, inventory=inventory, aorta_exclude_unhealthy=True, aorta_min_nodes=2
+    )
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    assert f"preflight: {names[2]} is the run's head (the head {names[0]} did not pass preflight)" in proc.stdout
+    assert run["status"] == "COMPLETED", run["message"]
+    # Ranks renumbered in cluster-file order; the mode stays torchrun (the cluster has 4 nodes).
+    ranks = {n["name"]: n["rank"] for n in run["nodes"]}
+    assert ranks == {names[0]: None, names[1]: None, names[2]: 0, names[3]: 1}
+    assert run["master_addr"] == nodes[2]["vpc_ip"] and run["context"]["launch_mode"] == "torchrun"
+    assert [e["name"] for e in run["excluded"]] == [names[0], names[1]]
