@@ -44,7 +44,7 @@ class ActionModule(ActionBase):
                 cluster, {n: (hostvars.get(n) or {}).get("aorta_prepare") for n in cluster}, s["aorta_min_nodes"]
             )
             nodes, head = run["nodes"], run["head"]
-            shared = {"head": head, "nnodes": len(nodes), "excluded": run["excluded"]}
+            shared = {"head": head, "nnodes": len(nodes), "excluded_nodes": run["excluded"]}
             if node not in nodes:
                 # Kept out of the run: its lease stays until node_end's teardown lets it go.
                 result.update(changed=False, excluded=True, rank=None, **shared)

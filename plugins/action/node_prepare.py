@@ -183,6 +183,8 @@ class ActionModule(ProbeAction):
         self, s: dict[str, Any], task_vars: dict[str, Any], node: str, mine: dict[str, Any], head: dict[str, Any]
     ) -> dict[str, Any]:
         """One TCP connection from this worker to the elected head, judged as a worker's is."""
+        if self._task.check_mode:
+            return mine  # as a worker's: the fabric connection is not tried in check mode
         gloo = (s["aorta_extra_env"] or {}).get("GLOO_SOCKET_IFNAME", "")
         args = {
             "connect": {

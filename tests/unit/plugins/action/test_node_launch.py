@@ -27,3 +27,20 @@ def test_check_mode_shows_each_nodes_plan_and_starts_nothing(cluster_play, tmp_p
         assert json.dumps(row, indent=4).splitlines()[1] in proc.stdout  # printed, once per node
     assert proc.stdout.count('"docker_run": "docker run -d') == 2
     assert proc.stdout.count("preflight: 2 nodes ready; rendezvous 127.0.0.1:") == 1  # the head says it once
+
+
+def test_an_excluded_head_launches_nothing_and_the_new_head_is_rank_0(cluster_play, tmp_path):
+    settings = run_vars(tmp_path) | {"aorta_exclude_unhealthy": True}
+    host_vars = leases(tmp_path)
+    host_vars["localhost"]["aorta_path"] = str(tmp_path / "empty")
+    host_vars["127.0.0.1"]["aorta_path"] = settings.pop("aorta_path")
+    (tmp_path / "empty").mkdir()
+    _proc, out = cluster_play([PREPARE, LAUNCH], host_vars=host_vars, extra_vars=settings, check=True)
+    old, new = out["aorta_launch"]["localhost"], out["aorta_launch"]["127.0.0.1"]
+    assert old["excluded"] and old["rank"] is None and "plan" not in old and old["head"] == "127.0.0.1"
+    assert not new.get("failed"), new.get("msg")
+    assert (new["rank"], new["head"], new["nnodes"]) == (0, "127.0.0.1", 1)
+    # The cluster has two nodes: torchrun, not the one-node script mode.
+    assert new["launch_mode"] == "torchrun" and "--nnodes=1" in new["plan"]["argv"]
+    assert new["master_port"] == out["aorta_prepare"]["127.0.0.1"]["port"]
+    assert [e["name"] for e in new["excluded_nodes"]] == ["localhost"]

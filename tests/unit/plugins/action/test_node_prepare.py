@@ -72,3 +72,20 @@ def test_a_worker_is_not_named_for_the_heads_failure(cluster_play, tmp_path):
     assert head["own"] is True
     assert worker["failed"] and worker["own"] is False and "the head localhost did not pass preflight" in worker["msg"]
     assert not (tmp_path / "lease-1").exists()  # the worker was never touched
+
+
+def test_with_aorta_exclude_unhealthy_a_failing_head_hands_over_to_the_first_worker_that_passes(cluster_play, tmp_path):
+    settings = run_vars(tmp_path) | {"aorta_exclude_unhealthy": True}
+    host_vars = leases(tmp_path)
+    host_vars["localhost"]["aorta_path"] = str(tmp_path / "empty")
+    host_vars["127.0.0.1"]["aorta_path"] = settings.pop("aorta_path")
+    (tmp_path / "empty").mkdir()
+    proc, out = cluster_play([PREPARE], host_vars=host_vars, extra_vars=settings)
+    head, worker = out["aorta_prepare"]["localhost"], out["aorta_prepare"]["127.0.0.1"]
+    # Not failed: left out, with its reasons; the play goes on.
+    assert not head.get("failed") and head["excluded"] and "train.py not found" in " ".join(head["failures"])
+    assert not worker.get("failed") and worker["elected"] and 30300 <= worker["port"] <= 30400
+    shared = json.loads((tmp_path / "results" / ".plan" / "head.json").read_text())
+    assert shared["head"] == "127.0.0.1" and shared["ok"] and shared["port"] == worker["port"]
+    assert "preflight: 127.0.0.1 is the run's head (the head localhost did not pass preflight)" in proc.stdout
+    assert (tmp_path / "lease-0").exists() and (tmp_path / "lease-1").exists()  # each holds its lease
