@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import re
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -18,11 +19,19 @@ TRAIN = Path(__file__).parents[2] / "tests" / "standin" / "workload" / "train.py
 # TEST DOUBLE of the kernel log reader's input, on one node only: the stand-in nodes share the
 # host's kernel, so a line written to /dev/kmsg would show in every node's dmesg (and the host's).
 # journalctl is the reader's first choice, so a journalctl on PATH that prints one planted kernel
-# line is what this node's log "says"; the other nodes read their real dmesg.
+# line is what this node's log "says"; the other nodes read their real dmesg. The line is dated after
+# the fixture planted it: a window that starts before then (preflight's look back to the previous
+# probe, which its health check reads) does not hold it; the run's own window does.
 PLANTED = "amdgpu 0000:c1:00.0: amdgpu: GPU reset begin! (planted by test_hang_diagnosis)"
-SHIM = f"""#!/bin/sh
+SHIM = """#!/bin/sh
 # test double installed by tests/integration/test_hang_diagnosis.py; removed after the test
-echo "$(date -u +%Y-%m-%dT%H:%M:%S.000000+0000) $(hostname) kernel: {PLANTED}"
+since=0
+while [ $# -gt 0 ]; do
+  if [ "$1" = --since ]; then since=${{2#@}}; shift; fi
+  shift
+done
+[ "$since" -ge {planted_at} ] || exit 0
+echo "$(date -u +%Y-%m-%dT%H:%M:%S.000000+0000) $(hostname) kernel: {planted}"
 """
 
 
@@ -31,7 +40,7 @@ def planted_kernel_line(standin_cluster, tmp_path):
     index = 1
     container = standin_cluster.nodes[index]["container"]
     shim = tmp_path / "journalctl"
-    shim.write_text(SHIM)
+    shim.write_text(SHIM.format(planted_at=int(time.time()), planted=PLANTED))
     shim.chmod(0o755)
     subprocess.run(["docker", "cp", str(shim), f"{container}:/usr/local/bin/journalctl"], check=True)
     yield standin_cluster.nodes[index]["mgmt_ip"], container
