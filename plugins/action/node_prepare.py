@@ -71,6 +71,20 @@ def candidate_file(results_dir: str, node: str) -> str:
     return os.path.join(_settings.plan_dir(results_dir), f"candidate-{node.replace('/', '_')}.json")
 
 
+def connect_args(s: dict[str, Any], head: str, seen: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """A worker's one TCP connection to the head's address and port from ``seen`` (the head's
+    verdict), from its own address on the interface gloo will use; and what the judgement names."""
+    gloo = (s["aorta_extra_env"] or {}).get("GLOO_SOCKET_IFNAME", "")
+    connect = {
+        "host": seen["address"],
+        "port": int(seen["port"]),
+        "source": s["aorta_vpc_ip"],
+        "interface": str(gloo).split(",", maxsplit=1)[0].lstrip("^="),
+        "timeout": float(s["aorta_fabric_check_timeout"]),
+    }
+    return connect, {"head": head, "head_port": int(seen["port"]), "head_address": seen["address"]}
+
+
 def exclude(result: dict[str, Any]) -> dict[str, Any]:
     """With aorta_exclude_unhealthy, a node's own preflight failure leaves it out of the run instead
     of stopping the run: the result is not failed, and says ``excluded`` with the reasons."""
@@ -119,12 +133,10 @@ class ActionModule(ProbeAction):
             return exclude(result) if s["aorta_exclude_unhealthy"] else result
         # Bounded below the task's own timeout, so that a head that hangs is named, not this node.
         own_bound = float(s["aorta_connect_timeout"]) + float(s["aorta_fabric_check_timeout"]) + 60 + health_bound(s)
-        seen = _settings.wait_json(
-            shared, max(10.0, float(self._task.timeout or 600) - own_bound), run_id=s["aorta_run_id_resolved"]
-        )
+        wait_s = max(10.0, float(self._task.timeout or 600) - own_bound)
+        seen = _settings.wait_json(shared, wait_s, run_id=s["aorta_run_id_resolved"])
         if not seen or not seen.get("ok") or not seen.get("port"):
             if s["aorta_exclude_unhealthy"] and seen is not None:
-                wait_s = float(self._task.timeout or 600) - own_bound
                 result.update(self._elect(s, task_vars, mode, nodes, head, wait_s))
                 return result
             result.update(
@@ -167,7 +179,7 @@ class ActionModule(ProbeAction):
         hostvars = task_vars.get("hostvars") or {}
         workers = [n for n in _settings.in_rank_order(self._templar.template, hostvars, nodes) if n != head]
         for before in workers[: workers.index(node)]:
-            seen = _settings.wait_json(candidate_file(results_dir, before), max(10.0, wait_s), run_id=run_id)
+            seen = _settings.wait_json(candidate_file(results_dir, before), wait_s, run_id=run_id)
             if seen and seen.get("ok") and seen.get("port"):
                 if mine.get("failed"):
                     return exclude(mine)
@@ -185,23 +197,9 @@ class ActionModule(ProbeAction):
         """One TCP connection from this worker to the elected head, judged as a worker's is."""
         if self._task.check_mode:
             return mine  # as a worker's: the fabric connection is not tried in check mode
-        gloo = (s["aorta_extra_env"] or {}).get("GLOO_SOCKET_IFNAME", "")
-        args = {
-            "connect": {
-                "host": head["address"],
-                "port": int(head["port"]),
-                "source": s["aorta_vpc_ip"],
-                "interface": str(gloo).split(",", maxsplit=1)[0].lstrip("^="),
-                "timeout": float(s["aorta_fabric_check_timeout"]),
-            },
-            "expect": {
-                "vpc_ip": s["aorta_vpc_ip"],
-                "extra_env": s["aorta_extra_env"] or {},
-                "head": head["head"],
-                "head_port": int(head["port"]),
-                "head_address": head["address"],
-            },
-        }
+        connect, expect_head = connect_args(s, head["head"], head)
+        expect = {"vpc_ip": s["aorta_vpc_ip"], "extra_env": s["aorta_extra_env"] or {}, **expect_head}
+        args = {"connect": connect, "expect": expect}
         try:
             proved = self.probe(args, task_vars)
         except AnsibleConnectionFailure as exc:
@@ -270,15 +268,9 @@ class ActionModule(ProbeAction):
                 "end": int(s["aorta_port_range_end"]),
             }
         if head_seen is not None and head_seen.get("address") and not self._task.check_mode:
-            gloo = (s["aorta_extra_env"] or {}).get("GLOO_SOCKET_IFNAME", "")
-            args["connect"] = {
-                "host": head_seen["address"],
-                "port": int(head_seen["port"]),
-                "source": s["aorta_vpc_ip"],
-                "interface": str(gloo).split(",", maxsplit=1)[0].lstrip("^="),
-                "timeout": float(s["aorta_fabric_check_timeout"]),
-            }
-            args["expect"].update(head=head, head_port=int(head_seen["port"]), head_address=head_seen["address"])
+            connect, expect_head = connect_args(s, head, head_seen)
+            args["connect"] = connect
+            args["expect"].update(expect_head)
         _settings.bound_connection(self._connection, s["aorta_connect_timeout"], s["aorta_run_id_resolved"])
         try:
             probed = self.probe(args, task_vars, pyspy=pyspy)

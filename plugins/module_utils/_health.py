@@ -24,6 +24,7 @@ import json
 import os
 import pwd
 import re
+import shutil
 import signal
 import subprocess
 import time
@@ -440,11 +441,8 @@ def gpu_health(options, run=bounded, which=None):
 
 
 def _which(name):
-    for directory in [*os.environ.get("PATH", "/usr/bin:/bin").split(os.pathsep), "/opt/rocm/bin"]:
-        path = os.path.join(directory, name)
-        if os.path.isfile(path) and os.access(path, os.X_OK):
-            return path
-    return None
+    # ROCm installs its tools under /opt/rocm/bin, often not on a non-login shell's PATH.
+    return shutil.which(name, path=os.environ.get("PATH", os.defpath) + os.pathsep + "/opt/rocm/bin")
 
 
 def fingerprint(tool_facts, docker_version, image_id, nic):

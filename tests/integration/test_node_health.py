@@ -66,6 +66,15 @@ def leak_a_process(container: str) -> int:
     raise AssertionError("the leaked process did not start")
 
 
+def n1_leaks_n2_hangs_n3_drifts(nodes: list) -> int:
+    """n1 with a leaked GPU process, n2 whose GPU tool hangs, n3 with another driver; the leaked pid."""
+    pid = leak_a_process(nodes[1]["container"])
+    standin.gpu_knobs(nodes[1]["container"], {"processes": [{"pid": pid, "name": "python3"}]})
+    standin.gpu_knobs(nodes[2]["container"], {"delay_s": 3600})
+    standin.gpu_knobs(nodes[3]["container"], {"driver": "6.7.0"})
+    return pid
+
+
 def run_logged(cluster, tmp_path, inventory, run_id, **extra):
     task_log = tmp_path / f"{run_id}.tasks.jsonl"
     proc, results, out = cluster.start(
@@ -83,10 +92,7 @@ def run_logged(cluster, tmp_path, inventory, run_id, **extra):
 def test_unhealthy_nodes_are_named_nothing_launches_and_the_healthy_ones_rerun(standin_cluster, four_nodes, tmp_path):
     inventory, nodes = four_nodes
     names = [n["mgmt_ip"] for n in nodes]
-    pid = leak_a_process(nodes[1]["container"])
-    standin.gpu_knobs(nodes[1]["container"], {"processes": [{"pid": pid, "name": "python3"}]})
-    standin.gpu_knobs(nodes[2]["container"], {"delay_s": 3600})
-    standin.gpu_knobs(nodes[3]["container"], {"driver": "6.7.0"})
+    pid = n1_leaks_n2_hangs_n3_drifts(nodes)
 
     proc, results, output, tasks = run_logged(
         standin_cluster, tmp_path, inventory, "health-stop", aorta_health_step_timeout=STEP_TIMEOUT
@@ -153,10 +159,7 @@ def test_unhealthy_nodes_are_named_nothing_launches_and_the_healthy_ones_rerun(s
 def test_with_aorta_exclude_unhealthy_the_run_completes_on_the_healthy_nodes(standin_cluster, four_nodes, tmp_path):
     inventory, nodes = four_nodes
     names = [n["mgmt_ip"] for n in nodes]
-    pid = leak_a_process(nodes[1]["container"])
-    standin.gpu_knobs(nodes[1]["container"], {"processes": [{"pid": pid, "name": "python3"}]})
-    standin.gpu_knobs(nodes[2]["container"], {"delay_s": 3600})
-    standin.gpu_knobs(nodes[3]["container"], {"driver": "6.7.0"})
+    n1_leaks_n2_hangs_n3_drifts(nodes)
 
     proc, run, results, _seconds = standin_cluster.run(
         tmp_path, inventory=inventory, aorta_exclude_unhealthy=True, aorta_health_step_timeout=STEP_TIMEOUT

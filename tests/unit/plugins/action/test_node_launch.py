@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 
-from test_node_prepare import PREPARE, leases, run_vars
+from test_node_prepare import PREPARE, head_without_its_checkout, leases, run_vars
 
 LAUNCH = {"name": "Launch", "aorta.cluster.node_launch": None, "register": "aorta_launch"}
 
@@ -30,11 +30,7 @@ def test_check_mode_shows_each_nodes_plan_and_starts_nothing(cluster_play, tmp_p
 
 
 def test_an_excluded_head_launches_nothing_and_the_new_head_is_rank_0(cluster_play, tmp_path):
-    settings = run_vars(tmp_path) | {"aorta_exclude_unhealthy": True}
-    host_vars = leases(tmp_path)
-    host_vars["localhost"]["aorta_path"] = str(tmp_path / "empty")
-    host_vars["127.0.0.1"]["aorta_path"] = settings.pop("aorta_path")
-    (tmp_path / "empty").mkdir()
+    host_vars, settings = head_without_its_checkout(tmp_path, aorta_exclude_unhealthy=True)
     _proc, out = cluster_play([PREPARE, LAUNCH], host_vars=host_vars, extra_vars=settings, check=True)
     old, new = out["aorta_launch"]["localhost"], out["aorta_launch"]["127.0.0.1"]
     assert old["excluded"] and old["rank"] is None and "plan" not in old and old["head"] == "127.0.0.1"

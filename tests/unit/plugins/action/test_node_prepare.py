@@ -51,6 +51,17 @@ def test_the_head_picks_the_port_and_the_worker_reaches_it(cluster_play, tmp_pat
     assert shared["ok"] and shared["port"] == head["port"] and shared["address"] == "127.0.0.1"
 
 
+def head_without_its_checkout(tmp_path, **extra):
+    """(host_vars, extra_vars) of a two-node run whose head has an empty aorta_path (its preflight
+    fails on the missing files) and whose worker has the real one."""
+    settings = run_vars(tmp_path) | extra
+    host_vars = leases(tmp_path)
+    host_vars["localhost"]["aorta_path"] = str(tmp_path / "empty")
+    host_vars["127.0.0.1"]["aorta_path"] = settings.pop("aorta_path")
+    (tmp_path / "empty").mkdir()
+    return host_vars, settings
+
+
 def test_a_partial_cluster_is_refused_before_any_node_is_touched(cluster_play, tmp_path):
     host_vars = {name: dict(v, aorta_cluster_nodes=3) for name, v in leases(tmp_path).items()}
     _proc, out = cluster_play([PREPARE], host_vars=host_vars, extra_vars=run_vars(tmp_path))
@@ -61,11 +72,7 @@ def test_a_partial_cluster_is_refused_before_any_node_is_touched(cluster_play, t
 
 
 def test_a_worker_is_not_named_for_the_heads_failure(cluster_play, tmp_path):
-    settings = run_vars(tmp_path)
-    host_vars = leases(tmp_path)
-    host_vars["localhost"]["aorta_path"] = str(tmp_path / "empty")
-    host_vars["127.0.0.1"]["aorta_path"] = settings.pop("aorta_path")
-    (tmp_path / "empty").mkdir()
+    host_vars, settings = head_without_its_checkout(tmp_path)
     _proc, out = cluster_play([PREPARE], host_vars=host_vars, extra_vars=settings)
     head, worker = out["aorta_prepare"]["localhost"], out["aorta_prepare"]["127.0.0.1"]
     assert head["failed"] and "preflight[aorta_path]: localhost: train.py not found" in head["msg"]
@@ -75,11 +82,7 @@ def test_a_worker_is_not_named_for_the_heads_failure(cluster_play, tmp_path):
 
 
 def test_with_aorta_exclude_unhealthy_a_failing_head_hands_over_to_the_first_worker_that_passes(cluster_play, tmp_path):
-    settings = run_vars(tmp_path) | {"aorta_exclude_unhealthy": True}
-    host_vars = leases(tmp_path)
-    host_vars["localhost"]["aorta_path"] = str(tmp_path / "empty")
-    host_vars["127.0.0.1"]["aorta_path"] = settings.pop("aorta_path")
-    (tmp_path / "empty").mkdir()
+    host_vars, settings = head_without_its_checkout(tmp_path, aorta_exclude_unhealthy=True)
     proc, out = cluster_play([PREPARE], host_vars=host_vars, extra_vars=settings)
     head, worker = out["aorta_prepare"]["localhost"], out["aorta_prepare"]["127.0.0.1"]
     # Not failed: left out, with its reasons; the play goes on.
