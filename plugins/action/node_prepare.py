@@ -99,6 +99,13 @@ class ActionModule(ProbeAction):
     _VALID_ARGS: frozenset[str] = frozenset()
 
     def run(self, tmp: Any = None, task_vars: dict[str, Any] | None = None) -> dict[str, Any]:
+        # Preflight reads the node and holds it for this run (a lease its end releases): nothing the
+        # run leaves behind, so "ok", which the console does not print per node (display_ok_hosts).
+        result = self._run(tmp, task_vars)
+        result["changed"] = False
+        return result
+
+    def _run(self, tmp: Any = None, task_vars: dict[str, Any] | None = None) -> dict[str, Any]:
         result = super(ProbeAction, self).run(tmp, task_vars)
         task_vars = task_vars or {}
         node = str(task_vars.get("inventory_hostname"))

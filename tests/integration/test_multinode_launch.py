@@ -68,6 +68,11 @@ def test_happy_path_completes_on_the_fabric_and_leaves_nothing(standin_cluster, 
     for i in range(len(nodes)):
         assert standin_cluster.node_exec(i, "find", "/root", "/tmp", "-name", "pwned*").strip() == ""
     assert standin_cluster.containers_left() == []
+    # The console does not grow with the node count: the third node is named by its launch's
+    # "changed" line and the recap, nothing else (no ok line, no per-node print).
+    third = re.compile(re.escape(nodes[2]["mgmt_ip"]) + r"(?![\d.])")
+    naming = [line for line in proc.stdout.splitlines() if third.search(line)]
+    assert len(naming) <= 2, naming
 
 
 def test_failing_rank_fails_the_run_naming_its_node_and_keeps_every_log(standin_cluster, tmp_path):
