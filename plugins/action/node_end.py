@@ -14,7 +14,7 @@ from typing import Any
 from ansible.errors import AnsibleConnectionFailure, AnsibleError
 
 from ansible_collections.aorta.cluster.plugins.action.run_wait import ActionModule as WaitAction
-from ansible_collections.aorta.cluster.plugins.plugin_utils import _pull, _settings
+from ansible_collections.aorta.cluster.plugins.plugin_utils import _pull, _settings, _stream
 from ansible_collections.aorta.cluster.plugins.plugin_utils._controller import controller_identity
 from ansible_collections.aorta.cluster.plugins.plugin_utils._launch import override_of
 from ansible_collections.aorta.cluster.plugins.plugin_utils._run import node_state, torchrun_failure
@@ -42,6 +42,7 @@ NAMES = (
 
 PULL_ATTEMPTS = 3  # a transient drop is retried; a pull that still fails is this node's error only
 PULL_DELAY_S = 3
+STREAM_TIMEOUT_S = 60  # for ssh to end once the stream is whole
 
 
 class ActionModule(WaitAction):
@@ -190,6 +191,9 @@ class ActionModule(WaitAction):
         remote = f"{s['aorta_path']}/.aorta-cluster/{run_id}/traces.tar"
         since = s["aorta_collect_since"]
         floor = float(since) if since is not None else float((launch.get("started") or {}).get("start_floor") or 0)
+        argv = self._stream_argv(s, output, floor)
+        if argv is not None:
+            return self._streamed(s, launch, record, argv, local)
         try:
             pack = self._execute_module(
                 module_name="aorta.cluster.trace_pack",
@@ -209,14 +213,65 @@ class ActionModule(WaitAction):
             remote, local, str(pack.get("archive_sha256", "")), int(s["aorta_collect_parallel"]), results_dir
         )
         error = "" if pull["ok"] else f"pull failed: {pull['msg']}"
+        if pull["ok"]:
+            self._delete_remote(s, launch)
         with contextlib.suppress(AnsibleError):
-            # Never in script mode: the config's output directory holds earlier runs' files too.
-            if pull["ok"] and s["aorta_collect_delete_remote"] and launch.get("collect_dir") is None:
-                self._low_level_execute_command(
-                    "rm -rf -- " + shlex.quote(f"{s['aorta_path']}/{s['aorta_output_dir']}"), sudoable=False
-                )
             self._low_level_execute_command("rm -f -- " + shlex.quote(remote), sudoable=False)
         return _pull.manifest_row(record, record["state"], pack, local, error, pull)
+
+    def _delete_remote(self, s: dict[str, Any], launch: dict[str, Any]) -> None:
+        """aorta_collect_delete_remote, once the node's files arrived verified; never in script mode:
+        the config's output directory holds earlier runs' files too."""
+        if not s["aorta_collect_delete_remote"] or launch.get("collect_dir") is not None:
+            return
+        with contextlib.suppress(AnsibleError):
+            self._low_level_execute_command(
+                "rm -rf -- " + shlex.quote(f"{s['aorta_path']}/{s['aorta_output_dir']}"), sudoable=False
+            )
+
+    def _stream_argv(self, s: dict[str, Any], output: str, floor: float) -> list[bytes] | None:
+        """The ssh command that streams this node's files, over the task's own ssh connection (its
+        options and control socket); None where that cannot be done (another connection plugin, a
+        password to type), and the node packs an archive that is then fetched instead."""
+        connection = self._connection
+        if getattr(connection, "transport", "") != "ssh" or not hasattr(connection, "_build_command"):
+            return None
+        try:
+            if connection.get_option("password") or self._play_context.password:
+                return None
+            python = str(self._vars.get("ansible_python_interpreter") or "python3")
+            if python.startswith("auto"):
+                python = "python3"
+            command = _stream.remote_command(
+                python, f"{s['aorta_path']}/{output}", floor, str(s["aorta_collect_compression"])
+            )
+            return connection._build_command(connection.get_option("ssh_executable"), "ssh", connection.host, command)
+        except (AnsibleError, KeyError, AttributeError):
+            return None
+
+    def _streamed(
+        self, s: dict[str, Any], launch: dict[str, Any], record: dict[str, Any], argv: list[bytes], local: str
+    ) -> dict[str, Any]:
+        """Pack, transfer and unpack at once (plugin_utils/_stream.py), at most aorta_collect_parallel
+        nodes at a time; a dropped stream is retried whole."""
+        results_dir = str(s["aorta_results_dir_resolved"])
+        tree = _pull.staging_tree(results_dir, int(s["aorta_node_rank"]))
+        msg = ""
+        for attempt in range(1, PULL_ATTEMPTS + 1):
+            with _pull.slot(os.path.join(results_dir, ".staging", ".slots"), int(s["aorta_collect_parallel"])):
+                try:
+                    got = _stream.pull(argv, tree, STREAM_TIMEOUT_S)
+                except _stream.StreamError as exc:
+                    msg = str(exc)
+                else:
+                    self._delete_remote(s, launch)
+                    pack = {"archive": tree, "files": got["files"], "compression": got["compression"]}
+                    row = _pull.manifest_row(record, record["state"], pack, local, "", {"attempts": attempt})
+                    return dict(row, archive="", tree=tree, arrived=got["arrived"])
+            if attempt < PULL_ATTEMPTS:
+                time.sleep(PULL_DELAY_S)
+        error = f"pull failed: {msg}"
+        return _pull.manifest_row(record, record["state"], None, local, error, {"msg": msg, "attempts": PULL_ATTEMPTS})
 
     def _pull(self, remote: str, local: str, sha256: str, parallel: int, results_dir: str) -> dict[str, Any]:
         """The archive pulled over the node's own connection, checked against the node's hash; at

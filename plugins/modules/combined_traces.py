@@ -63,6 +63,15 @@ options:
       archive_sha256:
         description: sha256 of the archive as written on the node.
         type: str
+      tree:
+        description:
+          - Where the node's files were unpacked as they streamed in (instead of O(nodes[].archive));
+            moved into place and checked against O(nodes[].files).
+        type: path
+      arrived:
+        description:
+          - For O(nodes[].tree), each file's size and sha256 as written on the controller (path -> [size, sha256]).
+        type: dict
       compression:
         description: V(zstd), V(gzip) or V(none).
         type: str
@@ -190,13 +199,15 @@ def collect_node(node, staging, run_command):
         entry["pull_attempts"] = int(node["pull_attempts"])
     expected = {f["path"]: f for f in node.get("files") or []}
     archive = node.get("archive")
-    if entry["error"] or not archive:
+    if entry["error"] or not (archive or node.get("tree")):
         if not entry["error"] and not expected:
             entry.update(collected=True)  # the node wrote nothing new: an empty, verified set
         elif not entry["error"]:
             entry["error"] = "no archive arrived"
         return entry
     target = os.path.join(staging, f"node_{node['rank']}")
+    if node.get("tree"):
+        return _adopt_tree(node, entry, expected, target)
     try:
         if node.get("archive_sha256") and sha256_file(archive) != node["archive_sha256"]:
             raise TraceError(f"{archive}: checksum differs from the node's; the transfer damaged it")
@@ -213,6 +224,25 @@ def collect_node(node, staging, run_command):
         said = f" (the pull said: {node['pull_msg']})" if node.get("pull_msg") else ""
         entry["error"] = f"archive {archive}: {exc.strerror}{said}"
         return entry
+    return _verify(entry, expected, target, names, arrived)
+
+
+def _adopt_tree(node, entry, expected, target):
+    """A node whose files were streamed (unpacked on arrival, each hashed as it was written): its
+    tree moves into place and is checked the same way as an unpacked archive."""
+    arrived = {rel: tuple(pair) for rel, pair in (node.get("arrived") or {}).items()}
+    try:
+        os.rename(node["tree"], target)
+    except OSError as exc:
+        if exc.errno == errno.ENOSPC:
+            raise
+        entry["error"] = f"streamed files {node['tree']}: {exc.strerror}"
+        return entry
+    return _verify(entry, expected, target, list(arrived), arrived)
+
+
+def _verify(entry, expected, target, names, arrived):
+    """Every file the node listed arrived, with the node's size and sha256; the rank each holds."""
     if sorted(names) != sorted(expected):
         shutil.rmtree(target, ignore_errors=True)
         entry["error"] = f"archive holds {len(names)} files, the node listed {len(expected)}"

@@ -18,13 +18,17 @@ description:
     of run.json (C(node_result))."
   - "Saves the node's log under the results directory's C(logs/), removes this run's containers and
     releases the lease with M(aorta.cluster.node_lease) (the backstop: the supervisor does it when it
-    ends), packs the run's new files with M(aorta.cluster.trace_pack), pulls the archive over the node's
-    own connection (at most C(aorta_collect_parallel) nodes at once, lock files on the controller),
-    checks its sha256 against the node's, retries a failed pull twice, and removes the archive on the
-    node. C(aorta_collect_delete_remote) removes the node's output only after its archive checked."
+    ends), then collects the run's new files, at most C(aorta_collect_parallel) nodes at once (lock
+    files on the controller), a transfer that breaks off retried twice."
+  - "Over the C(ssh) connection without a password, the node streams them (its module_utils/_traces.py
+    sent on stdin: each file read and hashed once, compressed into the SSH channel) and they are
+    unpacked here as they arrive, each hashed as it is written; no archive on either side. Otherwise
+    M(aorta.cluster.trace_pack) packs an archive that is pulled, checked against the node's sha256
+    and removed on the node. C(aorta_collect_delete_remote) removes the node's output only after its
+    files arrived whole."
   - "Never fails for the node's trouble: a node found gone is data (C(node_result.state) C(unreachable),
     C(collect.error)), never waited on again. M(aorta.cluster.combined_traces) then verifies every
-    node's archive into one tree."
+    node's files into one tree."
 author:
   - aorta.cluster maintainers (@aorta-cluster)
 options: {}
@@ -53,8 +57,8 @@ node_result:
   returned: always
   type: dict
 collect:
-  description: The node's row for M(aorta.cluster.combined_traces) (archive, archive_sha256, files, error,
-    pull_attempts).
+  description: The node's row for M(aorta.cluster.combined_traces) (files, error, pull_attempts; and
+    tree with arrived for a stream, archive with archive_sha256 for a pulled archive).
   returned: when aorta_collect_traces
   type: dict
 summaries:

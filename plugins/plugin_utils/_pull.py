@@ -49,6 +49,11 @@ def staging_path(results_dir: str, rank: Any) -> str:
     return os.path.join(results_dir, ".staging", f"node_{int(rank)}", "traces.tar")
 
 
+def staging_tree(results_dir: str, rank: Any) -> str:
+    """Where one node's streamed files are unpacked as they arrive (beside its archive's place)."""
+    return os.path.join(results_dir, ".staging", f"node_{int(rank)}", "tree")
+
+
 def sha256_of(path: str, chunk: int = 1 << 20) -> str:
     digest = hashlib.sha256()
     with open(path, "rb") as handle:

@@ -145,8 +145,9 @@ def test_ssh_that_drops_during_one_nodes_pull_is_retried_or_recorded_and_leaves_
     started = time.monotonic()
     proc, results, out = standin_cluster.start(tmp_path, run_id)
     cut_at = []
-    # The node's archive lands here on the controller from the moment its pull starts.
-    staging = results / ".staging" / f"node_{index}" / "traces.tar"
+    # The node's files land here on the controller from the moment its pull starts: unpacked as
+    # they stream in over ssh, or (another connection plugin) its archive.
+    landing = [results / ".staging" / f"node_{index}" / name for name in ("tree", "traces.tar")]
     output = f"/root/aorta/aorta_runs/{run_id}"
 
     def cut_when_the_pull_starts():
@@ -161,7 +162,7 @@ def test_ssh_that_drops_during_one_nodes_pull_is_retried_or_recorded_and_leaves_
             index, "dd", "if=/dev/urandom", f"of={output}/ballast.bin", "bs=1M", "count=64", check=False
         )
         while proc.poll() is None:
-            if staging.exists():
+            if any(path.exists() for path in landing):
                 standin_cluster.node_exec(index, "iptables", "-I", *rule)
                 cut_at.append(time.monotonic())
                 time.sleep(hold)

@@ -7,8 +7,11 @@ from __future__ import annotations
 import hashlib
 import os
 import tarfile
+from types import SimpleNamespace
 
 from test_node_prepare import PREPARE, leases, run_vars
+
+from ansible_collections.aorta.cluster.plugins.action.node_end import ActionModule
 
 END = {"name": "End", "aorta.cluster.node_end": None, "register": "aorta_end"}
 
@@ -42,3 +45,48 @@ def test_each_nodes_new_files_are_pulled_checked_and_its_archive_removed(cluster
         if row["compression"] == "none":
             with tarfile.open(archive) as tar:
                 assert tar.getnames() == [f"torch_profiler/rank{rank}/trace.json"]
+
+
+class SshConnection:
+    """What _stream_argv reads of ansible.builtin.ssh: its transport, options and command builder."""
+
+    transport = "ssh"
+    host = "10.0.0.7"
+
+    def __init__(self, password=None):
+        self.options = {"password": password, "ssh_executable": "ssh"}
+        self.built = []
+
+    def get_option(self, name):
+        return self.options[name]
+
+    def _build_command(self, binary, subsystem, *args):
+        self.built.append((binary, subsystem, *args))
+        return [binary.encode(), b"-o", b"ControlPath=/cp", *(a.encode() for a in args)]
+
+
+def stream_argv(connection, python=None, password=None):
+    action = ActionModule.__new__(ActionModule)
+    action._connection = connection
+    action._play_context = SimpleNamespace(password=password)
+    action._vars = {"ansible_python_interpreter": python} if python else {}
+    settings = {"aorta_path": "/home/me/aorta", "aorta_collect_compression": "auto"}
+    return action._stream_argv(settings, "aorta_runs/r1", 1796000000.5)
+
+
+def test_an_ssh_node_streams_over_its_own_connection_with_the_nodes_python():
+    connection = SshConnection()
+    argv = stream_argv(connection, python="/opt/py/bin/python3")
+    assert connection.built == [
+        ("ssh", "ssh", "10.0.0.7", "/opt/py/bin/python3 - /home/me/aorta/aorta_runs/r1 1796000000.5 auto")
+    ]
+    assert argv[:3] == [b"ssh", b"-o", b"ControlPath=/cp"]
+    assert stream_argv(SshConnection(), python="auto_silent")[-1].startswith(b"python3 - ")
+
+
+def test_a_password_or_another_connection_pulls_an_archive_instead():
+    assert stream_argv(SshConnection(password="s3cret")) is None
+    assert stream_argv(SshConnection(), password="s3cret") is None
+    local = SshConnection()
+    local.transport = "local"
+    assert stream_argv(local) is None

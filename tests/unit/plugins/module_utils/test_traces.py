@@ -7,10 +7,12 @@ from __future__ import annotations
 import hashlib
 import os
 import shutil
+import subprocess
 import time
 
 import pytest
 
+from ansible_collections.aorta.cluster.plugins.module_utils import _traces
 from ansible_collections.aorta.cluster.plugins.module_utils._traces import (
     TraceError,
     find_new_files,
@@ -82,3 +84,50 @@ def test_a_damaged_zstd_archive_is_named_not_half_extracted_silently(tmp_path):
     (tmp_path / "traces.tar").write_bytes(data[: len(data) // 2])
     with pytest.raises(TraceError, match=r"traces\.tar"):
         unpack(str(tmp_path / "traces.tar"), str(tmp_path / "out"), "zstd")
+
+
+@pytest.mark.parametrize("compression", ["zstd", "gzip", "none"])
+def test_pack_stream_sends_the_new_files_and_what_the_node_read_of_each(tmp_path, compression):
+    if compression == "zstd" and shutil.which("zstd") is None:
+        pytest.skip("zstd is not installed")
+    floor = time.time() - 60
+    root = tmp_path / "out"
+    stamp(root / "old.json", floor - 10)
+    (root / "torch_profiler" / "rank0").mkdir(parents=True)
+    body = os.urandom(3 << 20)
+    (root / "torch_profiler" / "rank0" / "trace.json").write_bytes(body)
+    (root / _traces.PACK_MEMBER).write_text("a node's own file of that name is not sent as the list")
+    stream = tmp_path / "stream"
+    with open(stream, "wb") as out:
+        assert _traces.pack_stream(str(root), floor, compression, out.fileno()) == 1
+    raw = stream.read_bytes()
+    first, _sep, rest = raw.partition(b"\n")
+    assert first == _traces.STREAM_MAGIC + compression.encode()
+    if compression == "zstd":
+        rest = subprocess.run(["zstd", "-q", "-d", "-c"], input=rest, capture_output=True, check=True).stdout
+        compression = "none"
+    hashes, listed = {}, {}
+    with open(tmp_path / "body", "wb") as handle:
+        handle.write(rest)
+    with open(tmp_path / "body", "rb") as handle:
+        names = _traces.unpack_stream(handle, str(tmp_path / "dest"), "test", compression, hashes, listed)
+    digest = hashlib.sha256(body).hexdigest()
+    assert names == ["torch_profiler/rank0/trace.json"]
+    assert listed == {"torch_profiler/rank0/trace.json": [len(body), digest]}
+    assert hashes == {"torch_profiler/rank0/trace.json": (len(body), digest)}
+    assert (tmp_path / "dest" / "torch_profiler" / "rank0" / "trace.json").read_bytes() == body
+    assert not (tmp_path / "dest" / _traces.PACK_MEMBER).exists()
+
+
+def test_a_stream_cut_short_is_named_as_damaged(tmp_path):
+    root = tmp_path / "out"
+    root.mkdir()
+    (root / "trace.json").write_bytes(os.urandom(1 << 20))
+    stream = tmp_path / "stream"
+    with open(stream, "wb") as out:
+        _traces.pack_stream(str(root), 0, "none", out.fileno())
+    cut = stream.read_bytes().partition(b"\n")[2][: 600 << 10]
+    with pytest.raises(TraceError, match="the stream: damaged archive"), open(tmp_path / "cut", "wb+") as handle:
+        handle.write(cut)
+        handle.seek(0)
+        _traces.unpack_stream(handle, str(tmp_path / "dest"), "the stream", "none")

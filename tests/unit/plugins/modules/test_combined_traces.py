@@ -7,6 +7,7 @@ import gzip
 import json
 import os
 import subprocess
+import sys
 import tarfile
 import time
 
@@ -15,6 +16,7 @@ from ansible.module_utils.testing import patch_module_args
 
 from ansible_collections.aorta.cluster.plugins.module_utils import _traces
 from ansible_collections.aorta.cluster.plugins.modules import combined_traces, trace_pack
+from ansible_collections.aorta.cluster.plugins.plugin_utils import _stream
 
 
 def kineto(rank, world, events=3):
@@ -298,3 +300,42 @@ def test_aortas_pair_is_collected_and_not_a_second_file_of_its_rank(tmp_path, ca
         for r in (0, 1)
     }
     assert (dest / "node_0" / "torch_profiler" / "rank1" / "host-a_101.1758927066581847260.pt.trace.json").is_file()
+
+
+def streamed_node(tmp_path, rank, name, ranks, world):
+    """A node whose files were streamed (node_end's path over ssh): unpacked on arrival."""
+    root = tmp_path / name / "out"
+    make_run(root, ranks, world)
+    tree = tmp_path / "results" / ".staging" / f"node_{rank}" / "tree"
+    argv = ["sh", "-c", _stream.remote_command(sys.executable, str(root), time.time() - 3600, "auto")]
+    got = _stream.pull(argv, str(tree), 30)
+    return {"rank": rank, "name": name, "state": "ok", "archive": "", "tree": str(tree), **got}
+
+
+def test_streamed_trees_move_into_place_checked_against_what_the_node_read(tmp_path, capsys):
+    a = streamed_node(tmp_path, 0, "a", [0, 1], 4)
+    b = streamed_node(tmp_path, 1, "b", [2, 3], 4)
+    dest = tmp_path / "results" / "combined_traces"
+    code, out = run(combined_traces, {"dest": str(dest), "run_id": "r1", "expected_ranks": 4, "nodes": [a, b]}, capsys)
+    assert code == 0, out
+    manifest = json.loads((dest / "manifest.json").read_text())
+    assert manifest["found_ranks"] == [0, 1, 2, 3] and manifest["nodes_not_collected"] == []
+    for entry in manifest["nodes"]:
+        for item in entry["files"]:
+            original = tmp_path / entry["name"] / "out" / item["path"]
+            assert (dest / f"node_{entry['rank']}" / item["path"]).read_bytes() == original.read_bytes()
+    assert not (tmp_path / "results" / ".staging" / "node_0" / "tree").exists()  # moved, not copied
+
+
+def test_a_streamed_file_that_differs_from_what_the_node_read_is_that_nodes_loss(tmp_path, capsys):
+    a = streamed_node(tmp_path, 0, "a", [0, 1], 4)
+    b = streamed_node(tmp_path, 1, "b", [2, 3], 4)
+    rel = "torch_profiler/rank2/trace_step6.json"
+    b["arrived"][rel] = [b["arrived"][rel][0], "0" * 64]
+    dest = tmp_path / "results" / "combined_traces"
+    code, out = run(combined_traces, {"dest": str(dest), "run_id": "r1", "expected_ranks": 4, "nodes": [a, b]}, capsys)
+    assert code == 0, out
+    manifest = json.loads((dest / "manifest.json").read_text())
+    assert manifest["nodes_not_collected"] == ["b"] and manifest["missing_ranks"] == [2, 3]
+    assert "sha256 on arrival differs" in manifest["nodes"][1]["error"]
+    assert not (dest / "node_1").exists()
