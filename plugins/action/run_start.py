@@ -1,0 +1,38 @@
+# Copyright (c) aorta.cluster contributors
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""The controller side of aorta.cluster.run_start (documented in plugins/modules/run_start.py)."""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+from typing import Any
+
+from ansible.errors import AnsibleError
+from ansible.plugins.action import ActionBase
+
+from ansible_collections.aorta.cluster.plugins.plugin_utils._run_id import RunStartError, make_dirs, start
+
+NAMES = ("aorta_run_id", "aorta_results_dir", "aorta_results_root")
+
+
+class ActionModule(ActionBase):
+    TRANSFERS_FILES = False
+    _requires_connection = False
+    _VALID_ARGS: frozenset[str] = frozenset()
+
+    def run(self, tmp: Any = None, task_vars: dict[str, Any] | None = None) -> dict[str, Any]:
+        result = super().run(tmp, task_vars)
+        task_vars = task_vars or {}
+        try:
+            settings = {name: self._templar.template(task_vars.get(name, "")) for name in NAMES}
+            facts = start(settings, dt.datetime.now(dt.timezone.utc), os.getcwd())
+            changed = False
+            if not self._task.check_mode:
+                changed = make_dirs(facts["aorta_results_dir_resolved"])
+        except (RunStartError, AnsibleError) as exc:
+            result.update(failed=True, msg=str(exc))
+            return result
+        result.update(changed=changed, ansible_facts=facts, **facts)
+        return result

@@ -1,0 +1,60 @@
+#!/usr/bin/python
+# Copyright (c) aorta.cluster contributors
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+# The work is done by the action plugin of the same name, on the controller; this file holds its
+# documentation, as ansible.builtin.debug's does.
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+module: run_start
+short_description: Fix the run's id, start time and results directory on the controller
+version_added: 0.1.0
+description:
+  - "Sets the facts every later play reads: C(aorta_run_id_resolved) (C(aorta_run_id), else the UTC
+    start time and 6 random hex digits), C(aorta_run_started_epoch) and C(aorta_results_dir_resolved)
+    (C(aorta_results_dir), else C(aorta_results_root)/<run id>, C(aorta_results_root) defaulting to
+    C(aorta_results); a relative path is taken from the directory ansible-playbook runs in)."
+  - Creates the results directory and its C(logs/) (mode 0755) in the controller's own Python, with no
+    module process.
+  - Fails with one line naming C(aorta_run_id) when the id holds anything but letters, digits, C(.),
+    C(_) and C(-) (64 at most): it goes into container names and paths.
+author:
+  - aorta.cluster maintainers (@aorta-cluster)
+options: {}
+extends_documentation_fragment:
+  - aorta.cluster._attributes
+attributes:
+  check_mode:
+    support: full
+    details: Fixes the facts and creates nothing.
+  diff_mode:
+    support: none
+  action:
+    description: The work is done by an action plugin on the controller.
+    support: full
+"""
+
+EXAMPLES = r"""
+- name: Fix the run id and results directory
+  aorta.cluster.run_start:
+"""
+
+RETURN = r"""
+aorta_run_id_resolved:
+  description: The run's id.
+  returned: success
+  type: str
+  sample: 20261203T101500-a1b2c3
+aorta_run_started_epoch:
+  description: When the run started, epoch seconds.
+  returned: success
+  type: int
+aorta_results_dir_resolved:
+  description: The run's results directory, absolute.
+  returned: success
+  type: str
+  sample: /home/me/aorta_results/20261203T101500-a1b2c3
+"""
