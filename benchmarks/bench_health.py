@@ -55,6 +55,7 @@ def main() -> int:
                 os.environ,
                 ANSIBLE_CONFIG=str(REPO / "ansible.cfg"),
                 ANSIBLE_NOCOLOR="1",
+                ANSIBLE_DISPLAY_OK_HOSTS="true",  # the line read back below is a debug task's
                 ANSIBLE_CALLBACKS_ENABLED="aorta_task_log",
                 ANSIBLE_CALLBACK_PLUGINS=str(REPO / "benchmarks" / "callback_plugins"),
                 AORTA_TASK_LOG=str(log),

@@ -1,0 +1,33 @@
+# Copyright (c) aorta.cluster contributors
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""The controller side of aorta.cluster.say (documented in plugins/modules/say.py)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ansible.plugins.action import ActionBase
+from ansible.utils.display import Display
+
+display = Display()
+
+
+def lines_of(msg: Any) -> list[str]:
+    """A message as console lines: a string's own lines, a list's items (None and empty left out)."""
+    items = msg if isinstance(msg, (list, tuple)) else [msg]
+    return [line for item in items if item is not None for line in str(item).splitlines() if line.strip()]
+
+
+class ActionModule(ActionBase):
+    TRANSFERS_FILES = False
+    _requires_connection = False
+    _VALID_ARGS = frozenset(("msg",))
+
+    def run(self, tmp: Any = None, task_vars: dict[str, Any] | None = None) -> dict[str, Any]:
+        result = super().run(tmp, task_vars)
+        lines = lines_of(self._task.args.get("msg"))
+        for line in lines:
+            display.display(line)
+        result.update(changed=False, lines=lines)
+        return result
