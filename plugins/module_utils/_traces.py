@@ -311,4 +311,4 @@ if __name__ == "__main__":
         pack_stream(sys.argv[1], float(sys.argv[2]), sys.argv[3])
     except (OSError, TraceError) as exc:
         sys.stderr.write(f"cannot pack {sys.argv[1]}: {exc}\n")
-        sys.exit(1)
+        raise SystemExit(1) from None

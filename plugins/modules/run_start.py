@@ -19,8 +19,8 @@ description:
     C(aorta_results); a relative path is taken from the directory ansible-playbook runs in)."
   - Creates the results directory and its C(logs/) (mode 0755) in the controller's own Python, with no
     module process.
-  - Fails with one line naming C(aorta_run_id) when the id holds anything but letters, digits, C(.),
-    C(_) and C(-) (64 at most): it goes into container names and paths.
+  - "Fails with one line naming C(aorta_run_id) when the id holds anything but letters, digits, C(.),
+    C(_) and C(-) (64 at most): it goes into container names and paths."
 author:
   - aorta.cluster maintainers (@aorta-cluster)
 options: {}

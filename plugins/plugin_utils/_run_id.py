@@ -3,8 +3,8 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 """The run's id, start and results directory, fixed once on the controller (controller side).
 
-Private to this collection. aorta.cluster.run_start does what four tasks did (two set_fact, an
-assert and a file module run): one task result and no module process on the controller.
+Private to this collection. aorta.cluster.run_start does what four tasks did (two set_fact, a
+check and a file module run): one task result and no module process on the controller.
 """
 
 from __future__ import annotations
