@@ -34,5 +34,7 @@ class ActionModule(ActionBase):
         except (RunStartError, AnsibleError) as exc:
             result.update(failed=True, msg=str(exc))
             return result
-        result.update(changed=changed, ansible_facts=facts, **facts)
+        # Values, not ansible_facts: the role's set_fact keeps them as play variables (an action's
+        # facts would be host facts, which ansible-core 2.24 stops injecting as top-level names).
+        result.update(changed=changed, **facts)
         return result

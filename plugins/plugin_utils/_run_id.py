@@ -4,7 +4,8 @@
 """The run's id, start and results directory, fixed once on the controller (controller side).
 
 Private to this collection. aorta.cluster.run_start does what four tasks did (two set_fact, a
-check and a file module run): one task result and no module process on the controller.
+check and a file module run): with the role's set_fact that keeps its values, two task results and
+no module process on the controller.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import re
 import secrets
 from typing import Any
 
-# The facts it sets (the plays read them; check_variables knows them as the collection's own).
+# The values it returns, which the role run_context keeps with set_fact (every play reads them).
 FACTS = ("aorta_run_id_resolved", "aorta_run_started_epoch", "aorta_results_dir_resolved")
 RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from ansible_collections.aorta.cluster.plugins.plugin_utils import _cluster_file, _run_id
+from ansible_collections.aorta.cluster.plugins.plugin_utils import _cluster_file
 from ansible_collections.aorta.cluster.plugins.plugin_utils._variables import INTERNAL, check, unknown_names
 from ansible_collections.aorta.cluster.plugins.plugin_utils._vocabulary import USER
 
@@ -124,8 +124,7 @@ def test_unknown_names_suggest_the_nearest_user_variable_once_each():
 
 
 def _walk(node, out: set[str]) -> None:
-    """Names a task list sets: set_fact keys, register, vars, loop_var, add_host's variables and the
-    facts of aorta.cluster.run_start."""
+    """Names a task list sets: set_fact keys, register, vars, loop_var and add_host's variables."""
     if isinstance(node, list):
         for item in node:
             _walk(item, out)
@@ -133,8 +132,6 @@ def _walk(node, out: set[str]) -> None:
         for key, value in node.items():
             if key in ("ansible.builtin.set_fact", "ansible.builtin.add_host") and isinstance(value, dict):
                 out.update(value)
-            elif key == "aorta.cluster.run_start":
-                out.update(_run_id.FACTS)
             elif key == "register" and isinstance(value, str):
                 out.add(value)
             elif key == "vars" and isinstance(value, dict):
