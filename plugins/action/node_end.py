@@ -8,7 +8,6 @@ from __future__ import annotations
 import contextlib
 import os
 import shlex
-import time
 from typing import Any
 
 from ansible.errors import AnsibleConnectionFailure, AnsibleError
@@ -239,7 +238,7 @@ class ActionModule(WaitAction):
         try:
             if connection.get_option("password") or self._play_context.password:
                 return None
-            python = str(self._vars.get("ansible_python_interpreter") or "python3")
+            python = str(self._templar.template(self._vars.get("ansible_python_interpreter")) or "python3")
             if python.startswith("auto"):
                 python = "python3"
             command = _stream.remote_command(
@@ -256,38 +255,40 @@ class ActionModule(WaitAction):
         nodes at a time; a dropped stream is retried whole."""
         results_dir = str(s["aorta_results_dir_resolved"])
         tree = _pull.staging_tree(results_dir, int(s["aorta_node_rank"]))
-        msg = ""
-        for attempt in range(1, PULL_ATTEMPTS + 1):
-            with _pull.slot(os.path.join(results_dir, ".staging", ".slots"), int(s["aorta_collect_parallel"])):
-                try:
-                    got = _stream.pull(argv, tree, STREAM_TIMEOUT_S)
-                except _stream.StreamError as exc:
-                    msg = str(exc)
-                else:
-                    self._delete_remote(s, launch)
-                    pack = {"archive": tree, "files": got["files"], "compression": got["compression"]}
-                    row = _pull.manifest_row(record, record["state"], pack, local, "", {"attempts": attempt})
-                    return dict(row, archive="", tree=tree, arrived=got["arrived"])
-            if attempt < PULL_ATTEMPTS:
-                time.sleep(PULL_DELAY_S)
-        error = f"pull failed: {msg}"
-        return _pull.manifest_row(record, record["state"], None, local, error, {"msg": msg, "attempts": PULL_ATTEMPTS})
+
+        def stream() -> dict[str, Any]:
+            try:
+                return _stream.pull(argv, tree, STREAM_TIMEOUT_S)
+            except _stream.StreamError as exc:
+                raise _pull.PullError(str(exc)) from None
+
+        pull = _pull.attempts(
+            stream, self._slots(results_dir), int(s["aorta_collect_parallel"]), PULL_ATTEMPTS, PULL_DELAY_S
+        )
+        if not pull["ok"]:
+            return _pull.manifest_row(record, record["state"], None, local, f"pull failed: {pull['msg']}", pull)
+        self._delete_remote(s, launch)
+        got = pull["value"]
+        pack = {"files": got["files"], "compression": got["compression"]}
+        row = _pull.manifest_row(record, record["state"], pack, local, "", pull)
+        return dict(row, tree=tree, arrived=got["arrived"])
+
+    @staticmethod
+    def _slots(results_dir: str) -> str:
+        return os.path.join(results_dir, ".staging", ".slots")
 
     def _pull(self, remote: str, local: str, sha256: str, parallel: int, results_dir: str) -> dict[str, Any]:
         """The archive pulled over the node's own connection, checked against the node's hash; at
         most ``parallel`` nodes at once (a lock file per slot)."""
         os.makedirs(os.path.dirname(local), exist_ok=True)
-        msg = ""
-        for attempt in range(1, PULL_ATTEMPTS + 1):
-            with _pull.slot(os.path.join(results_dir, ".staging", ".slots"), parallel):
-                try:
-                    self._connection.fetch_file(remote, local)
-                    got = _pull.sha256_of(local)
-                    if not sha256 or got == sha256:
-                        return {"ok": True, "msg": "", "attempts": attempt}
-                    msg = f"the archive's sha256 is {got}, the node packed {sha256}"
-                except (AnsibleError, OSError) as exc:
-                    msg = str(exc)
-            if attempt < PULL_ATTEMPTS:
-                time.sleep(PULL_DELAY_S)
-        return {"ok": False, "msg": msg, "attempts": PULL_ATTEMPTS}
+
+        def fetch() -> None:
+            try:
+                self._connection.fetch_file(remote, local)
+            except AnsibleError as exc:
+                raise _pull.PullError(str(exc)) from None
+            got = _pull.sha256_of(local)
+            if sha256 and got != sha256:
+                raise _pull.PullError(f"the archive's sha256 is {got}, the node packed {sha256}")
+
+        return _pull.attempts(fetch, self._slots(results_dir), parallel, PULL_ATTEMPTS, PULL_DELAY_S)

@@ -13,7 +13,8 @@ module: run_start
 short_description: Fix the run's id, start time and results directory on the controller
 version_added: 0.1.0
 description:
-  - "Sets the facts every later play reads: C(aorta_run_id_resolved) (C(aorta_run_id), else the UTC
+  - "Returns the values every later play reads, which the role C(aorta.cluster.run_context) keeps with
+    M(ansible.builtin.set_fact): C(aorta_run_id_resolved) (C(aorta_run_id), else the UTC
     start time and 6 random hex digits), C(aorta_run_started_epoch) and C(aorta_results_dir_resolved)
     (C(aorta_results_dir), else C(aorta_results_root)/<run id>, C(aorta_results_root) defaulting to
     C(aorta_results); a relative path is taken from the directory ansible-playbook runs in)."
@@ -29,7 +30,7 @@ extends_documentation_fragment:
 attributes:
   check_mode:
     support: full
-    details: Fixes the facts and creates nothing.
+    details: Fixes the values and creates nothing.
   diff_mode:
     support: none
   action:

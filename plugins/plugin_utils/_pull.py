@@ -16,7 +16,7 @@ import fcntl
 import hashlib
 import os
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 
@@ -40,6 +40,26 @@ def slot(directory: str, count: int, poll_s: float = 0.2, sleep=time.sleep) -> I
                 handle.close()
             return
         sleep(poll_s)
+
+
+def attempts(call: Callable[[], Any], slots: str, parallel: int, tries: int, delay_s: float, sleep=time.sleep):
+    """``call`` under one of ``parallel`` slots (lock files in ``slots``), up to ``tries`` times,
+    ``delay_s`` apart: its value on the first success, else the last error. ``call`` raises
+    PullError (or OSError) for a transfer that did not arrive whole."""
+    msg = ""
+    for attempt in range(1, tries + 1):
+        with slot(slots, parallel):
+            try:
+                return {"ok": True, "msg": "", "attempts": attempt, "value": call()}
+            except (PullError, OSError) as exc:
+                msg = str(exc)
+        if attempt < tries:
+            sleep(delay_s)
+    return {"ok": False, "msg": msg, "attempts": tries, "value": None}
+
+
+class PullError(Exception):
+    """One transfer that did not arrive whole; the message says why."""
 
 
 def staging_path(results_dir: str, rank: Any) -> str:

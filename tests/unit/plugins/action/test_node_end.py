@@ -70,6 +70,7 @@ def stream_argv(connection, python=None, password=None):
     action._connection = connection
     action._play_context = SimpleNamespace(password=password)
     action._vars = {"ansible_python_interpreter": python} if python else {}
+    action._templar = SimpleNamespace(template=lambda value: value)
     settings = {"aorta_path": "/home/me/aorta", "aorta_collect_compression": "auto"}
     return action._stream_argv(settings, "aorta_runs/r1", 1796000000.5)
 

@@ -65,3 +65,25 @@ def test_each_node_lands_in_its_own_directory():
     paths = {_pull.staging_path("/res", rank) for rank in range(3)}
     assert len({p.rsplit("/", 1)[0] for p in paths}) == 3
     assert _pull.staging_path("/res", "2") == "/res/.staging/node_2/traces.tar"
+
+
+def test_a_transfer_is_retried_apart_and_its_last_error_kept(tmp_path):
+    """The stream and the archive pull share one retry: a broken transfer (PullError, OSError) is
+    tried again after the delay, in a slot; its value comes back on the first success."""
+    slept, outcomes = [], [_pull.PullError("ssh ended with 255"), OSError("disk"), "tree"]
+
+    def transfer():
+        outcome = outcomes.pop(0)
+        if isinstance(outcome, Exception):
+            raise outcome
+        return outcome
+
+    got = _pull.attempts(transfer, str(tmp_path / "slots"), 1, 3, 3, sleep=slept.append)
+    assert got == {"ok": True, "msg": "", "attempts": 3, "value": "tree"} and slept == [3, 3]
+
+    def broken():
+        raise _pull.PullError("the archive's sha256 is 0, the node packed 1")
+
+    got = _pull.attempts(broken, str(tmp_path / "slots"), 1, 3, 3, sleep=slept.append)
+    assert got == {"ok": False, "msg": "the archive's sha256 is 0, the node packed 1", "attempts": 3, "value": None}
+    assert slept == [3, 3, 3, 3]  # no wait after the last try
