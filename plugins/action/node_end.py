@@ -16,6 +16,7 @@ from ansible_collections.aorta.cluster.plugins.action.run_wait import ActionModu
 from ansible_collections.aorta.cluster.plugins.plugin_utils import _pull, _settings, _stream
 from ansible_collections.aorta.cluster.plugins.plugin_utils._controller import controller_identity
 from ansible_collections.aorta.cluster.plugins.plugin_utils._launch import override_of
+from ansible_collections.aorta.cluster.plugins.plugin_utils._progress import named_silent
 from ansible_collections.aorta.cluster.plugins.plugin_utils._run import node_state, torchrun_failure
 
 NAMES = (
@@ -42,6 +43,7 @@ NAMES = (
 PULL_ATTEMPTS = 3  # a transient drop is retried; a pull that still fails is this node's error only
 PULL_DELAY_S = 3
 STREAM_TIMEOUT_S = 60  # for ssh to end once the stream is whole
+GONE_CONNECT_S = 10  # ssh's ConnectTimeout for a node the head counted as gone (its traces, if it is there)
 
 
 class ActionModule(WaitAction):
@@ -61,7 +63,14 @@ class ActionModule(WaitAction):
         except _settings.SettingsError as exc:
             result.update(failed=True, msg=str(exc))
             return result
-        _settings.bound_connection(self._connection, s["aorta_connect_timeout"], s["aorta_run_id_resolved"])
+        results_dir = str(s["aorta_results_dir_resolved"])
+        progress_dir = os.path.join(results_dir, ".progress") if results_dir else None
+        # A node the head counted as gone is asked over a new ssh master (the run's own may be stuck on
+        # a node that vanished: see _settings.bound_connection), for GONE_CONNECT_S at most: its run has
+        # already failed, and a node still there answers ssh in far less.
+        gone_by_head = bool(progress_dir and named_silent(progress_dir, node))
+        connect_s = min(int(s["aorta_connect_timeout"]), GONE_CONNECT_S) if gone_by_head else s["aorta_connect_timeout"]
+        _settings.bound_connection(self._connection, connect_s, s["aorta_run_id_resolved"], fresh=gone_by_head)
         launch = task_vars.get("aorta_launch") or {}
         # The run's own head, ranks and node count: without the nodes preflight excluded.
         head = str(launch.get("head") or head)
@@ -72,8 +81,6 @@ class ActionModule(WaitAction):
         if excluded is True:
             return self._excluded(s, task_vars, node, result)
         watched = (hostvars["localhost"].get("aorta_watch") or {}) if "localhost" in hostvars else {}
-        results_dir = str(s["aorta_results_dir_resolved"])
-        progress_dir = os.path.join(results_dir, ".progress") if results_dir else None
         lease_dir = str(s["aorta_lease_dir"])
         run_id = str(s["aorta_run_id_resolved"])
         wait: dict[str, Any] = {"skipped": True}

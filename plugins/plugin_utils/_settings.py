@@ -93,18 +93,24 @@ def wait_json(
         sleep(poll_s)
 
 
-def bound_connection(connection: Any, seconds: Any, run_id: str | None = None) -> None:
+def bound_connection(connection: Any, seconds: Any, run_id: str | None = None, fresh: bool = False) -> None:
     """ssh's ConnectTimeout for this node's connection: a node that does not answer is named after
     ``seconds`` (aorta_connect_timeout) instead of hanging the step.
 
     With ``run_id``, the ssh master is this run's own (a ControlPath per run, in the same
     directory): a master left by an earlier run (ControlPersist) to a node that has since hung
     answers the local client at once and then holds every command until ServerAlive gives up
-    (about a minute), which no ConnectTimeout bounds. A ControlPath the user set is left alone."""
+    (about a minute), which no ConnectTimeout bounds. A ControlPath the user set is left alone.
+
+    ``fresh``: a master of its own even within the run, for a node the head counted as gone. A node
+    that vanished without a word (its address gone, no reset) leaves the run's master, idle since
+    the launch, holding the next command until ServerAlive gives up (about 30 s measured in
+    bench_scale's killed-node run); a new connection fails within ConnectTimeout instead."""
     options = getattr(connection, "_options", {})
     if "timeout" in options:
         connection.set_option("timeout", int(seconds))
     if run_id and "control_path" in options and not options.get("control_path"):
         who = "-".join(str(options.get(name)) for name in ("host", "port", "remote_user"))
+        who += "-fresh" if fresh else ""
         digest = hashlib.sha1(f"{who}-{run_id}".encode()).hexdigest()[:10]
         connection.set_option("control_path", "%(directory)s/aorta-" + digest)

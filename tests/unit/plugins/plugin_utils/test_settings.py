@@ -88,6 +88,10 @@ def test_each_run_gets_its_own_ssh_master_unless_the_user_chose_a_control_path()
     path = first._options["control_path"]
     assert path.startswith("%(directory)s/aorta-") and len(path) == len("%(directory)s/aorta-") + 10
     assert again._options["control_path"] == path and other_run._options["control_path"] != path
+    fresh = _Connection(node)
+    _settings.bound_connection(fresh, 30, "run1", fresh=True)
+    # A node the head counted as gone: not the run's master, which a vanished node leaves stuck.
+    assert fresh._options["control_path"] not in (path, other_run._options["control_path"])
     mine = _Connection(dict(node, control_path="/tmp/cp/%%h"))
     _settings.bound_connection(mine, 30, "run1")
     assert mine._options["control_path"] == "/tmp/cp/%%h"
