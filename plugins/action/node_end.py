@@ -16,8 +16,7 @@ from ansible_collections.aorta.cluster.plugins.action.run_wait import ActionModu
 from ansible_collections.aorta.cluster.plugins.plugin_utils import _pull, _settings, _stream
 from ansible_collections.aorta.cluster.plugins.plugin_utils._controller import controller_identity
 from ansible_collections.aorta.cluster.plugins.plugin_utils._launch import override_of
-from ansible_collections.aorta.cluster.plugins.plugin_utils._progress import named_silent
-from ansible_collections.aorta.cluster.plugins.plugin_utils._run import node_state, torchrun_failure
+from ansible_collections.aorta.cluster.plugins.plugin_utils._run import node_state, silent_reasons, torchrun_failure
 
 NAMES = (
     "aorta_run_id_resolved",
@@ -63,12 +62,12 @@ class ActionModule(WaitAction):
         except _settings.SettingsError as exc:
             result.update(failed=True, msg=str(exc))
             return result
-        results_dir = str(s["aorta_results_dir_resolved"])
-        progress_dir = os.path.join(results_dir, ".progress") if results_dir else None
-        # A node the head counted as gone is asked over a new ssh master (the run's own may be stuck on
-        # a node that vanished: see _settings.bound_connection), for GONE_CONNECT_S at most: its run has
-        # already failed, and a node still there answers ssh in far less.
-        gone_by_head = bool(progress_dir and named_silent(progress_dir, node))
+        watched = (hostvars["localhost"].get("aorta_watch") or {}) if "localhost" in hostvars else {}
+        # A node the head counted as gone (its record, as the watch last read it: no file per node read
+        # here) is asked over a new ssh master (the run's own may be stuck on a node that vanished: see
+        # _settings.bound_connection), for GONE_CONNECT_S at most: its run has already failed, and a
+        # node still there answers ssh in far less.
+        gone_by_head = node in silent_reasons([watched.get("status") or {}])
         connect_s = min(int(s["aorta_connect_timeout"]), GONE_CONNECT_S) if gone_by_head else s["aorta_connect_timeout"]
         _settings.bound_connection(self._connection, connect_s, s["aorta_run_id_resolved"], fresh=gone_by_head)
         launch = task_vars.get("aorta_launch") or {}
@@ -80,7 +79,8 @@ class ActionModule(WaitAction):
         excluded = launch.get("excluded") or (task_vars.get("aorta_prepare") or {}).get("excluded")
         if excluded is True:
             return self._excluded(s, task_vars, node, result)
-        watched = (hostvars["localhost"].get("aorta_watch") or {}) if "localhost" in hostvars else {}
+        results_dir = str(s["aorta_results_dir_resolved"])
+        progress_dir = os.path.join(results_dir, ".progress") if results_dir else None
         lease_dir = str(s["aorta_lease_dir"])
         run_id = str(s["aorta_run_id_resolved"])
         wait: dict[str, Any] = {"skipped": True}
