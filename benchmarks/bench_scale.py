@@ -223,10 +223,7 @@ def run(nodes: int, tmp: Path, state: dict, kill: int | None = None) -> dict:
         if kill is not None:
             while not all_ranks_training(state, nodes, f"aorta_runs/{run_id}") and proc.poll() is None:
                 time.sleep(0.5)
-            # The node and its workload container die together, as on a real node. (Killing the
-            # node's container alone left its workload holding the dead node's network namespace, and
-            # dockerd then kept the fabric network's endpoint count at 1 with no container on it:
-            # "has active endpoints" at scale.down(), until dockerd restarted.)
+            # The node and its workload container die together, as on a real node.
             node = state["nodes"][kill]["container"]
             job = f"{node}-job-{run_id}"
             subprocess.run(["docker", "kill", job, node], capture_output=True, check=True)

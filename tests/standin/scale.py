@@ -44,47 +44,24 @@ def node_name(index: int) -> str:
 
 
 def down() -> None:
-    # The nodes' workload containers (started by the nodes on this engine) go first: each shares
-    # its node's network namespace, and a node removed while one still holds it left dockerd with
-    # a stale endpoint on the management network (seen once: "network ... has active endpoints",
-    # no container attached, until dockerd restarted). Seen again on 2026-12-03 with workloads and
-    # nodes removed in this order and no node killed near the names the store still held
-    # (aorta-scale-n6, -n7): the cause is not found yet (issue 22's note). Not the engine calls
-    # alone: 14 rounds on 2026-12-04 of up()'s and this function's calls on 64 sleeping nodes (with
-    # a workload sharing each node's namespace; in 8 rounds node 3 and its workload killed as in
-    # bench_scale) all removed both networks. What they lack is the run itself: the nodes start and
-    # remove their workloads through the shared socket, 64 at once.
-    # Every name, for a stale endpoint to be disconnected by (see remove_network).
-    names = standin.sh("docker", "ps", "-a", "--format", "{{.Names}}", "--filter", "label=aorta.cluster.run").split()
+    # The nodes' workload containers (started by the nodes on this engine) first: each shares its
+    # node's network namespace and has no endpoint of its own, so they may go in one call. The
+    # nodes have one endpoint on each network: they go one at a time (standin.remove_one_by_one
+    # says why: removed 64 at once, the engine's endpoint count could go stale).
     workloads = standin.sh("docker", "ps", "-aq", "--filter", "label=aorta.cluster.run").split()
     if workloads:
         standin.sh("docker", "rm", "-f", "-v", *workloads)
-    names += standin.sh("docker", "ps", "-a", "--format", "{{.Names}}", "--filter", f"label={LABEL}").split()
-    ids = standin.sh("docker", "ps", "-aq", "--filter", f"label={LABEL}").split()
-    if ids:
-        standin.sh("docker", "rm", "-f", "-v", *ids)
+    standin.remove_one_by_one(standin.sh("docker", "ps", "-aq", "--filter", f"label={LABEL}").split())
     for net in standin.sh("docker", "network", "ls", "-q", "--filter", f"label={LABEL}").split():
-        remove_network(net, names)
+        gone = subprocess.run(["docker", "network", "rm", net], capture_output=True, text=True, check=False)
+        if gone.returncode != 0:
+            # Forcing a disconnect by every node's name did not clear it when it was seen (2026-12-03).
+            raise standin.StandinError(
+                f"scale down: docker network rm {net}: {gone.stderr.strip()}; with no container attached this is "
+                "the engine's stale endpoint count (see standin.remove_one_by_one): only a dockerd restart clears it"
+            )
     shutil.rmtree(OUT, ignore_errors=True)
     standin.log("scale down: nothing left")
-
-
-def remove_network(net: str, names: list) -> None:
-    """Remove ``net``; an endpoint dockerd kept after its container was removed ("has active
-    endpoints", no container attached: moby#17217, #23302) is disconnected by force, by the names
-    its inspect still lists and the nodes' names, and what was found is logged."""
-    for attempt in range(3):
-        gone = subprocess.run(["docker", "network", "rm", net], capture_output=True, text=True, check=False)
-        if gone.returncode == 0:
-            return
-        listing = "{{range .Containers}}{{.Name}} {{end}}"
-        held = standin.sh("docker", "network", "inspect", "-f", listing, net, check=False)
-        stale = sorted(set(held.split()) | set(names))
-        standin.log(f"scale down: {net} still has endpoints ({gone.stderr.strip()}); inspect lists {held.split()}")
-        for name in stale:
-            subprocess.run(["docker", "network", "disconnect", "-f", net, name], capture_output=True, check=False)
-        time.sleep(1 + attempt)
-    standin.sh("docker", "network", "rm", net)
 
 
 def start_node(index: int, image: str, pubkey: bytes) -> dict:
