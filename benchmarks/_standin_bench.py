@@ -16,8 +16,17 @@ import standin  # noqa: E402  (beside the tests, not a package)
 BIN = Path(sys.executable).parent
 
 
-def playbook(playbook_path: str, inventory: Path, *extra: str, timeout: float = 900) -> subprocess.CompletedProcess:
+def playbook(
+    playbook_path: str, inventory: Path, *extra: str, timeout: float = 900, task_log: Path | None = None
+) -> subprocess.CompletedProcess:
     env = dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"), ANSIBLE_NOCOLOR="1")
+    if task_log is not None:
+        # One JSON line per task result and host, with its start and end (callback_plugins/aorta_task_log.py).
+        env.update(
+            ANSIBLE_CALLBACK_PLUGINS=str(REPO / "benchmarks" / "callback_plugins"),
+            ANSIBLE_CALLBACKS_ENABLED="aorta_task_log",
+            AORTA_TASK_LOG=str(task_log),
+        )
     return subprocess.run(
         [
             str(BIN / "ansible-playbook"),

@@ -5,6 +5,7 @@ Measured in one run, on Docker-in-Docker nodes reached over SSH:
   shell_n3_s        a plain `ssh node docker run ... && docker exec ... torchrun &` loop doing the same
                     launch on 3 nodes (the baseline a user would write by hand)
 "All ranks started" is the latest "Initialised distributed training" line over every rank's log.
+Before the last line, the 3-node run's time split by its task log (see phases()).
 Last line: BENCH launch key=value ...
 """
 
@@ -40,8 +41,29 @@ def ranks_started(containers: list[str], output_dir: str) -> float:
     return latest
 
 
-def run_playbook(nodes: int, tmp: Path, state: dict) -> float:
+def phases(task_log: Path, t0: float, started: float) -> dict[str, float]:
+    """Where a playbook run's time went until all ranks started, from its task log: the controller
+    until the first node's probe starts (ansible-playbook's own start, the inventory, the controller's
+    preparation), the probe on every node, the launch task on every node, then the ranks' own start."""
+    rows = [json.loads(line) for line in task_log.read_text().splitlines()]
+
+    def span(action: str) -> tuple[float, float]:
+        mine = [r for r in rows if r["action"] == f"aorta.cluster.{action}" and r["start"]]
+        return min(r["start"] for r in mine), max(r["end"] for r in mine)
+
+    probe, launch = span("node_prepare"), span("node_launch")
+    return {
+        "before_probe": probe[0] - t0,
+        "probe": probe[1] - probe[0],
+        "between": launch[0] - probe[1],
+        "launch": launch[1] - launch[0],
+        "ranks": started - launch[1],
+    }
+
+
+def run_playbook(nodes: int, tmp: Path, state: dict) -> tuple[float, dict[str, float]]:
     run_id = f"bench-{nodes}-{uuid.uuid4().hex[:6]}"
+    task_log = tmp / f"{run_id}.tasks"
     extra = {
         "aorta_run_id": run_id,
         "aorta_results_dir": str(tmp / run_id),
@@ -51,11 +73,14 @@ def run_playbook(nodes: int, tmp: Path, state: dict) -> float:
         "aorta_master_launch_mode": "torchrun",
     }
     t0 = time.time()
-    proc = playbook("aorta_multinode.yml", subset(nodes, tmp / f"{run_id}.json"), "-e", json.dumps(extra))
+    proc = playbook(
+        "aorta_multinode.yml", subset(nodes, tmp / f"{run_id}.json"), "-e", json.dumps(extra), task_log=task_log
+    )
     if proc.returncode != 0:
         raise RuntimeError(proc.stdout[-3000:])
     containers = [n["container"] for n in state["nodes"][:nodes]]
-    return ranks_started(containers, f"aorta_runs/{run_id}") - t0
+    started = ranks_started(containers, f"aorta_runs/{run_id}")
+    return started - t0, phases(task_log, t0, started)
 
 
 def run_shell(nodes: int, state: dict) -> float:
@@ -91,12 +116,13 @@ def main() -> int:
     state = standin.up(3)
     try:
         with tempfile.TemporaryDirectory(prefix="aorta-bench-launch-") as tmp:
-            n1 = run_playbook(1, Path(tmp), state)
-            n3 = run_playbook(3, Path(tmp), state)
+            n1, _ = run_playbook(1, Path(tmp), state)
+            n3, parts = run_playbook(3, Path(tmp), state)
             shell = run_shell(3, state)
     finally:
         standin.down()
     print(f"playbook start -> all ranks started: 1 node {n1:.1f}s, 3 nodes {n3:.1f}s; shell loop, 3 nodes {shell:.1f}s")
+    print("3 nodes, where the time went: " + ", ".join(f"{name} {secs:.1f}s" for name, secs in parts.items()))
     print(
         f"BENCH launch n1_s={n1:.1f} n3_s={n3:.1f} ratio_n3_n1={n3 / n1:.2f} shell_n3_s={shell:.1f} "
         f"ratio_vs_shell={n3 / shell:.2f} targets=ratio_n3_n1<1.3"
