@@ -127,9 +127,9 @@ def main() -> int:
         with tempfile.TemporaryDirectory(prefix="aorta-bench-launch-") as tmp:
             # The first run on fresh nodes also copies py-spy to each (once per node, as a user's
             # first run does): timed, but apart, so that the rounds compare like with like.
-            cold, _ = run_playbook(3, Path(tmp), state)
+            cold = run_playbook(3, Path(tmp), state)[0]
             # Alternated, so that a slow minute of this shared machine falls on all of them.
-            for _ in range(ROUNDS):
+            for _round in range(ROUNDS):
                 for nodes in (1, 3):
                     took, parts = run_playbook(nodes, Path(tmp), state)
                     samples[f"n{nodes}"].append(took)
