@@ -16,3 +16,13 @@ attributes:
   diff_mode:
     description: Will return details on what has changed (or possibly needs changing in check_mode), when in diff mode.
 """
+
+    # The modules whose work an action plugin of the same name does on the controller.
+    CONTROLLER_ACTION = r"""
+attributes:
+  diff_mode:
+    support: none
+  action:
+    description: The work is done by an action plugin on the controller.
+    support: full
+"""

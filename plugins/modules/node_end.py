@@ -34,15 +34,11 @@ author:
 options: {}
 extends_documentation_fragment:
   - aorta.cluster._attributes
+  - aorta.cluster._attributes.controller_action
 attributes:
   check_mode:
     support: partial
     details: Nothing is collected in check mode.
-  diff_mode:
-    support: none
-  action:
-    description: The work is done by an action plugin on the controller.
-    support: full
 """
 
 EXAMPLES = r"""

@@ -29,15 +29,11 @@ author:
 options: {}
 extends_documentation_fragment:
   - aorta.cluster._attributes
+  - aorta.cluster._attributes.controller_action
 attributes:
   check_mode:
     support: full
     details: Prints the plan and changes nothing.
-  diff_mode:
-    support: none
-  action:
-    description: The work is done by an action plugin on the controller.
-    support: full
 """
 
 EXAMPLES = r"""

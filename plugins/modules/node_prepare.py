@@ -30,15 +30,11 @@ author:
 options: {}
 extends_documentation_fragment:
   - aorta.cluster._attributes
+  - aorta.cluster._attributes.controller_action
 attributes:
   check_mode:
     support: full
     details: The lease is only checked and the fabric connection is not tried.
-  diff_mode:
-    support: none
-  action:
-    description: The work is done by an action plugin on the controller.
-    support: full
 """
 
 EXAMPLES = r"""

@@ -56,15 +56,11 @@ options:
     default: 3
 extends_documentation_fragment:
   - aorta.cluster._attributes
+  - aorta.cluster._attributes.controller_action
 attributes:
   check_mode:
     support: none
     details: The task is skipped in check mode (nothing was launched).
-  diff_mode:
-    support: none
-  action:
-    description: The work is done by an action plugin on the controller.
-    support: full
 """
 
 EXAMPLES = r"""

@@ -27,15 +27,11 @@ options:
     required: true
 extends_documentation_fragment:
   - aorta.cluster._attributes
+  - aorta.cluster._attributes.controller_action
 attributes:
   check_mode:
     support: full
     details: It only prints.
-  diff_mode:
-    support: none
-  action:
-    description: The work is done by an action plugin on the controller.
-    support: full
 """
 
 EXAMPLES = r"""
