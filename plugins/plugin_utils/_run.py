@@ -176,12 +176,20 @@ def node_trouble(nodes: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     (``silent_nodes``), then those whose output disk filled (``disk_full``). run_status names these
     nodes first; the diagnosis lists the rows."""
     by_name = {str(n.get("name")): n for n in nodes}
+    suspects = fabric_suspects(nodes)
     rows = [
         {"node": name, "text": fabric_text(by_name[name].get("fabric") or {}), "check": by_name[name].get("fabric")}
-        for name in fabric_suspects(nodes)
+        for name in suspects
     ]
-    rows += silent_nodes(nodes)
+    # A node whose own fabric path broke hears nothing from the head: its "the head went silent" is
+    # its own cut seen from its side, not evidence against the head (which it would name first).
+    rows += silent_nodes([n if str(n.get("name")) not in suspects else _without_claims(n) for n in nodes])
     return rows + [{"node": str(n.get("name")), "text": disk_text(n["disk_full"])} for n in nodes if n.get("disk_full")]
+
+
+def _without_claims(record: Mapping[str, Any]) -> dict[str, Any]:
+    """``record`` without what it says of other nodes' silence."""
+    return {key: value for key, value in record.items() if key not in ("cluster_stop", "silent_nodes")}
 
 
 def silent_reasons(records: Iterable[Mapping[str, Any]]) -> dict[str, str]:

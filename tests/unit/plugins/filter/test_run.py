@@ -127,6 +127,19 @@ def test_a_node_whose_fabric_link_went_down_is_named_first_although_every_rank_w
     assert "w1 (timeout, exit -1, fabric eth1 down)" in status["message"]
 
 
+def test_a_node_cut_from_the_fabric_is_named_first_not_the_head_it_could_no_longer_hear():
+    # Seen in the fault matrix: the cut node stopped itself for the head's silence (its own link was
+    # down) and the deadline stopped the others; the head was named first for that claim.
+    cut = timed_out("w1", 1, fabric(link_up=False, head_reached=False, operstate="down"))
+    cut.update(state="failed", exit_code=137)
+    cut["cluster_stop"] = {"node": "head", "kind": "silent", "reason": "no answer from the head head for 31 s"}
+    nodes = [timed_out("head", 0, fabric(head_reached=None)), cut, timed_out("w2", 2, fabric())]
+    nodes[0]["progress"], cut["progress"], nodes[2]["progress"] = {"0": 3}, {"1": 4}, {"2": 4}
+    status = F["run_status"](nodes)
+    assert status["status"] == "TIMEOUT" and status["first_failure"] == "w1", status["message"]
+    assert "no answer from the head" not in status["message"].split("w1 (")[0]
+
+
 def stopped(name, rank, about, kind="silent", reason="", state="failed"):
     stop = {"node": about, "kind": kind, "reason": reason or f"no heartbeat from {about} for 31 s", "by": "head"}
     return {"name": name, "rank": rank, "state": state, "exit_code": -15, "cluster_stop": stop}
