@@ -181,9 +181,12 @@ def node_trouble(nodes: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
         {"node": name, "text": fabric_text(by_name[name].get("fabric") or {}), "check": by_name[name].get("fabric")}
         for name in suspects
     ]
-    # A node whose own fabric path broke hears nothing from the head: its "the head went silent" is
-    # its own cut seen from its side, not evidence against the head (which it would name first).
-    rows += silent_nodes([n if str(n.get("name")) not in suspects else _without_claims(n) for n in nodes])
+    # A node whose own link went down hears nothing from the head: its "the head went silent" is its
+    # own cut seen from its side, not evidence against the head (which it would name first). A node
+    # that only failed to reach the head keeps its claim: from one side, either end may be at fault.
+    checked = [n for n in nodes if isinstance(n.get("fabric"), Mapping)]
+    own_link_down = {str(n.get("name")) for n in checked if n["fabric"].get("link_up") is False}
+    rows += silent_nodes([_without_claims(n) if str(n.get("name")) in own_link_down else n for n in nodes])
     return rows + [{"node": str(n.get("name")), "text": disk_text(n["disk_full"])} for n in nodes if n.get("disk_full")]
 
 
