@@ -149,6 +149,15 @@ def run_status(nodes: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     }
 
 
+def _fabric_checked(nodes: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    return [n for n in nodes if isinstance(n.get("fabric"), Mapping) and n["fabric"].get("ok") is not None]
+
+
+def _links_down(nodes: Sequence[Mapping[str, Any]]) -> list[str]:
+    """The nodes whose own fabric link is down or lost its carrier, by their supervisors' checks."""
+    return [str(n.get("name")) for n in _fabric_checked(nodes) if n["fabric"].get("link_up") is False]
+
+
 def fabric_suspects(nodes: Sequence[Mapping[str, Any]]) -> list[str]:
     """The nodes whose fabric path broke, from the supervisors' checks (``fabric`` per node).
 
@@ -156,8 +165,8 @@ def fabric_suspects(nodes: Sequence[Mapping[str, Any]]) -> list[str]:
     head is named, unless every worker that checked (two or more) could not: then the head's side
     is the common cause and the head is named.
     """
-    checked = [n for n in nodes if isinstance(n.get("fabric"), Mapping) and n["fabric"].get("ok") is not None]
-    down = [str(n.get("name")) for n in checked if n["fabric"].get("link_up") is False]
+    checked = _fabric_checked(nodes)
+    down = _links_down(nodes)
     if down:
         return down
     asked = [n for n in checked if n["fabric"].get("head_reached") is not None]
@@ -176,16 +185,14 @@ def node_trouble(nodes: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     (``silent_nodes``), then those whose output disk filled (``disk_full``). run_status names these
     nodes first; the diagnosis lists the rows."""
     by_name = {str(n.get("name")): n for n in nodes}
-    suspects = fabric_suspects(nodes)
     rows = [
         {"node": name, "text": fabric_text(by_name[name].get("fabric") or {}), "check": by_name[name].get("fabric")}
-        for name in suspects
+        for name in fabric_suspects(nodes)
     ]
     # A node whose own link went down hears nothing from the head: its "the head went silent" is its
     # own cut seen from its side, not evidence against the head (which it would name first). A node
     # that only failed to reach the head keeps its claim: from one side, either end may be at fault.
-    checked = [n for n in nodes if isinstance(n.get("fabric"), Mapping)]
-    own_link_down = {str(n.get("name")) for n in checked if n["fabric"].get("link_up") is False}
+    own_link_down = set(_links_down(nodes))
     rows += silent_nodes([_without_claims(n) if str(n.get("name")) in own_link_down else n for n in nodes])
     return rows + [{"node": str(n.get("name")), "text": disk_text(n["disk_full"])} for n in nodes if n.get("disk_full")]
 

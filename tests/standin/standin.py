@@ -127,9 +127,9 @@ def remove_one_by_one(containers: list) -> None:
     network's endpoints in a store that concurrent endpoint deletions on one network can leave
     too high: the network then cannot be removed ("has active endpoints", none attached) until
     dockerd restarts (moby#42119; moby dropped that count in v28.1). Measured on 2026-12-04 on
-    this machine's engine, 96 sleeping containers on two networks, both cores kept busy: removed
-    in one call, the count went stale in round 0 or 1; removed one at a time, never (see
-    docs/scale.md). A container sharing another's namespace has no endpoint of its own.
+    this machine's engine, 96 or 64 sleeping containers on two networks, both cores kept busy:
+    removed in one call, the count went stale in 5 of 8 rounds; one at a time, in none of 11
+    (tests/standin/endpoint_race.py; docs/scale.md). A container sharing another's namespace has no endpoint of its own.
     """
     for container in containers:
         sh("docker", "rm", "-f", "-v", container)
