@@ -84,7 +84,7 @@ class ActionModule(WaitAction):
         lease_dir = str(s["aorta_lease_dir"])
         run_id = str(s["aorta_run_id_resolved"])
         wait: dict[str, Any] = {"skipped": True}
-        if (launch.get("job") or {}).get("results_file"):
+        if launch.get("job"):
             args = {
                 "status_path": f"{lease_dir}/runs/{run_id}.json",
                 "timeout_seconds": launch["deadlines"]["wait_s"],
@@ -93,7 +93,6 @@ class ActionModule(WaitAction):
                 "total_nodes": total_nodes,
                 # An AWX survey's overrides are text: read them the way the launch does.
                 "total_steps": override_of(s["aorta_training_overrides"], "training.max_steps"),
-                "results_file": launch["job"]["results_file"],
                 # A head the watch already found unreachable is asked once more, not three times.
                 "unreachable_polls": 1 if watched.get("head_lost") and node == head else 3,
             }

@@ -3,8 +3,8 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 """The run supervisor's state machine (target side, standard library only).
 
-Private to this collection. Runs on the node's Python (>= 3.9 syntax), inside the async job the
-controller starts once per node, so that the deadline and SIGTERM -> grace -> SIGKILL hold even
+Private to this collection. Runs on the node's Python (>= 3.9 syntax), in the process of its own
+that run_supervisor detaches once per node, so that the deadline and SIGTERM -> grace -> SIGKILL hold even
 when the controller is gone: the node keeps its own time (monotonic clock), stops its own
 workload and removes its own container.
 

@@ -18,9 +18,10 @@ description:
     address and the port its M(aorta.cluster.node_prepare) picked), nproc, deadlines, the torchrun argv
     with one C(--override) group, the environment and the launch script."
   - "Then, on the node: pulls the image or loads it from C(aorta_image_archive) where preflight found it
-    missing; copies py-spy where missing; starts the container with M(aorta.cluster.run_container) (and
-    the build step); starts M(aorta.cluster.run_supervisor) detached under Ansible's async wrapper, so
-    the node keeps the deadline, the stop and the cleanup whatever happens to the controller. The run's
+    missing; copies py-spy where missing; then in one module run, M(aorta.cluster.run_supervisor) with
+    O(aorta.cluster.run_supervisor#module:start) and O(aorta.cluster.run_supervisor#module:detach),
+    starts the container (and the build step) and the node's supervisor in a process of its own, so the
+    node keeps the deadline, the stop and the cleanup whatever happens to the controller. The run's
     secret (the aggregator's HMAC key) reaches only that module's no_log option."
   - "With C(--check) or C(-v), prints each node's row: rendezvous, argv, environment and C(docker run)
     line. On the head, prints the preflight's one line for the whole cluster."
@@ -86,7 +87,7 @@ started:
   returned: when the container started
   type: dict
 job:
-  description: The supervisor's async job (C(ansible_job_id), C(results_file)).
+  description: The detached supervisor on the node (C(pid), C(status_path)).
   returned: when the supervisor started
   type: dict
 """

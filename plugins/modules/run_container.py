@@ -92,11 +92,9 @@ removed_same_name:
   type: bool
 """
 
-import os
-
 from ansible.module_utils.basic import AnsibleModule
 
-PROBE_FILE = ".aorta-write-test"
+from ansible_collections.aorta.cluster.plugins.module_utils._container import ContainerError, start
 
 
 def main() -> None:
@@ -114,60 +112,23 @@ def main() -> None:
         supports_check_mode=True,
     )
     p = module.params
-    docker, name = p["docker"], p["container"]
     if module.check_mode:
         module.exit_json(changed=False, run_argv=p["run_argv"])
-
-    rc, _out, _err = module.run_command([docker, "rm", "-f", name])
-    removed = rc == 0
     try:
-        os.makedirs(p["run_dir"], exist_ok=True)
-    except OSError as exc:
-        module.fail_json(msg=f"cannot create the run directory {p['run_dir']}: {exc.strerror}")
-    rc, out, err = module.run_command(p["run_argv"])
-    if rc != 0:
-        module.fail_json(
-            msg=f"Start the container: docker run exited {rc}", rc=rc, stderr=err, stderr_lines=err.splitlines()
+        started = start(
+            module.run_command,
+            p["docker"],
+            p["container"],
+            p["run_argv"],
+            p["run_dir"],
+            p["mount_source"],
+            p["writable"],
+            p["floor_dir"],
+            p["build"],
         )
-    container_id = out.strip()
-    rc, out, err = module.run_command([docker, "inspect", "--format", "{{.State.Running}}", name])
-    if rc != 0 or out.strip() != "true":
-        module.fail_json(msg=f"the container {name} is not running right after its start: {err.strip() or out.strip()}")
-
-    # The container writes as its root. On NFS exported with root_squash that root is "nobody",
-    # and Aorta would die at its first write with an error far from the cause: prove it here.
-    script = 'for d in "$@"; do mkdir -p -- "$d" && touch -- "$d/' + PROBE_FILE + '" || exit 1; done'
-    rc, _out, err = module.run_command([docker, "exec", name, "sh", "-c", script, "write-probe"] + p["writable"])
-    if rc != 0:
-        source = p["mount_source"]
-        module.fail_json(
-            msg=(
-                f"the container (as root) cannot write under {source} ({err.strip()}). If {source} is on NFS "
-                "exported with root_squash, the container's root is mapped to nobody: export it with "
-                "no_root_squash, or make the run's directories under it writable by nobody, or keep "
-                "aorta_path on a local disk. See docs/troubleshooting.md."
-            )
-        )
-    floor = None
-    if p["floor_dir"]:
-        try:
-            floor = os.stat(os.path.join(p["floor_dir"]["host"], PROBE_FILE)).st_mtime
-        except OSError as exc:
-            module.fail_json(msg=f"cannot read the start floor in {p['floor_dir']['host']}: {exc.strerror}")
-    cleanup = 'for d in "$@"; do rm -f -- "$d/' + PROBE_FILE + '"; done'
-    module.run_command([docker, "exec", name, "sh", "-c", cleanup, "write-probe"] + p["writable"])
-
-    if p["build"]:
-        rc, out, err = module.run_command([docker, "exec", name] + p["build"])
-        if rc != 0:
-            module.fail_json(
-                msg=f"Build RCCL on the node: {' '.join(p['build'])} exited {rc}",
-                rc=rc,
-                stdout=out,
-                stderr=err,
-                stderr_lines=err.splitlines(),
-            )
-    module.exit_json(changed=True, container_id=container_id, start_floor=floor, removed_same_name=removed)
+    except ContainerError as exc:
+        module.fail_json(msg=str(exc), **exc.extra)
+    module.exit_json(changed=True, **started)
 
 
 if __name__ == "__main__":

@@ -18,9 +18,13 @@ description:
     container's root wrote are handed back to the SSH user; the container is removed; the node's
     lease is released; the node's kernel log over the run is scanned for GPU, driver and fabric
     trouble (C(status.node_errors))."
-  - "Start it with C(async) and C(poll: 0): it runs for the whole run. While it runs it keeps a
-    status file (state, per-rank steps, times, exit code) that it replaces atomically; the action
-    plugin M(aorta.cluster.run_wait) reads it."
+  - "It runs for the whole run: give it O(detach) (the module returns once the supervisor holds the
+    lease and, on the head, serves the aggregator; the supervisor goes on in its own session), or
+    start it with C(async) and C(poll: 0). While it runs it keeps a status file (state, per-rank
+    steps, times, exit code) that it replaces atomically; the action plugin
+    M(aorta.cluster.run_wait) reads it."
+  - "With O(start) the same module run starts the container first (as M(aorta.cluster.run_container)
+    does), so that one remote command launches the node."
   - "It renews the node's lease (M(aorta.cluster.node_lease)) with its own process and the run's
     deadline plus grace, so the lease expires as soon as the supervisor is gone. It refuses to start
     when another run holds the node."
@@ -200,6 +204,50 @@ options:
     description: The docker command.
     type: str
     default: docker
+  start:
+    description:
+      - Start the container O(container) first, as M(aorta.cluster.run_container) does with the same
+        options (the same container's name and O(docker)). Its result is C(started).
+    type: dict
+    suboptions:
+      run_argv:
+        description: The whole C(docker run -d ...) argv.
+        type: list
+        elements: str
+        required: true
+      run_dir:
+        description: The node's run directory on the host, created as the SSH user.
+        type: path
+        required: true
+      mount_source:
+        description: The host directory bind-mounted into the container (named in messages).
+        type: path
+        required: true
+      writable:
+        description: Directories inside the container its root must be able to write (created).
+        type: list
+        elements: str
+        default: []
+      floor_dir:
+        description:
+          - A directory of O(start.writable), as a pair C(container)/C(host) path, whose clock gives
+            the start floor.
+        type: dict
+      build:
+        description: A command run inside the container before launch (an empty list skips it).
+        type: list
+        elements: str
+        default: []
+  detach:
+    description:
+      - "Return as soon as the supervisor has taken the node's lease (and, on the head, serves the
+        aggregator); the supervisor goes on in a process of its own (a new session, its standard
+        streams away from the module's), so neither the module's end nor the SSH connection's ends
+        it. Anything it prints, a traceback included, goes to C(runs/<run_id>.supervisor.log) in
+        O(directory)."
+      - Without it the module returns when the run has ended, with C(status).
+    type: bool
+    default: false
 extends_documentation_fragment:
   - aorta.cluster._attributes
 attributes:
@@ -209,9 +257,10 @@ attributes:
   diff_mode:
     support: none
 notes:
-  - "Give the task the C(async_s) of the C(aorta.cluster.launch_deadlines) filter (plugins/plugin_utils/_plan.py:
-    the deadline, the diagnostics, the grace, the kill wait and the clean-up, plus the controller's wait and a
-    margin): Ansible's async wrapper kills its job at that limit."
+  - "Under C(async) instead of O(detach), give the task the C(async_s) of the
+    C(aorta.cluster.launch_deadlines) filter (plugins/plugin_utils/_plan.py: the deadline, the diagnostics,
+    the grace, the kill wait and the clean-up, plus the controller's wait and a margin): Ansible's async
+    wrapper kills its job at that limit."
 """
 
 EXAMPLES = r"""
@@ -225,8 +274,11 @@ EXAMPLES = r"""
     log: /home/me/aorta/.aorta-cluster/run1/node_0/node.log
     progress_dir: /home/me/aorta/aorta_runs/run1
     ranks: [0, 1, 2, 3, 4, 5, 6, 7]
-  async: 4000
-  poll: 0
+    start:
+      run_argv: "{{ aorta_docker_run_argv }}"
+      run_dir: /home/me/aorta/.aorta-cluster/run1/node_0
+      mount_source: /home/me/aorta
+    detach: true
   register: aorta_job
 """
 
@@ -244,8 +296,16 @@ status:
       C(watch) (V(head) or V(worker), with O(watch)) and C(cluster_stop) (when the head stopped the run, or the
       node stopped itself for a silent head; keys C(node) it was about, C(kind), C(reason), C(by)) and C(silent_nodes)
       (on the head, the nodes it counted as gone, with why).
-  returned: success
+  returned: success, without O(detach)
   type: dict
+started:
+  description: With O(start), the container's start (C(container_id), C(start_floor), C(removed_same_name)).
+  returned: success and O(start) given
+  type: dict
+pid:
+  description: With O(detach), the supervisor's process id on the node (the lease's holder).
+  returned: success and O(detach)
+  type: int
 status_path:
   description: The status file on the node.
   returned: always
@@ -254,14 +314,18 @@ status_path:
 """
 
 import contextlib
+import json
 import os
 import signal
 import time
+import traceback
 
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.aorta.cluster.plugins.module_utils import _aggregator, _fabric, _kernel_log, _probe
 from ansible_collections.aorta.cluster.plugins.module_utils._capture import capture_argvs
+from ansible_collections.aorta.cluster.plugins.module_utils._container import ContainerError
+from ansible_collections.aorta.cluster.plugins.module_utils._container import start as start_container
 from ansible_collections.aorta.cluster.plugins.module_utils._lease import (
     Lease,
     LeaseError,
@@ -282,8 +346,63 @@ from ansible_collections.aorta.cluster.plugins.module_utils._supervisor import (
 LEASE_MARGIN_S = 30
 
 
+class Refused(Exception):
+    """The supervisor cannot start (the lease is held, the aggregator cannot listen...): nothing runs."""
+
+
 def status_path(directory, run_id):
     return os.path.join(directory, "runs", f"{run_id}.json")
+
+
+def detach(work, log_path):
+    """Run ``work(report)`` in a process of its own that outlives this module run and the SSH
+    connection: forked twice, in a new session, in /, its standard streams on /dev/null and
+    ``log_path``. ``work`` calls ``report(dict)`` once it has started (or refused); that dict is
+    returned here, or None when the process ended without a word (its traceback is in the log).
+
+    Why not Ansible's async wrapper: it costs a second Python start and a round trip per node. Why
+    this is safe after the module's files are gone: every module_utils this process needs is imported
+    at the module's top, before the fork (the rest is the node's own standard library)."""
+    read_end, write_end = os.pipe()
+    first = os.fork()
+    if first == 0:
+        code = 1
+        try:
+            os.close(read_end)
+            os.setsid()
+            if os.fork() != 0:
+                os._exit(0)  # pylint: disable=protected-access
+            os.chdir("/")
+            null = os.open(os.devnull, os.O_RDONLY)
+            log = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+            os.dup2(null, 0)
+            os.dup2(log, 1)
+            os.dup2(log, 2)
+            for fd in (null, log):
+                os.close(fd)
+
+            def report(answer):
+                os.write(write_end, json.dumps(answer).encode())
+                os.close(write_end)
+
+            code = work(report)
+        except BaseException:  # pylint: disable=broad-exception-caught
+            traceback.print_exc()
+        finally:
+            os._exit(code)  # pylint: disable=protected-access
+    os.close(write_end)
+    os.waitpid(first, 0)
+    chunks = []
+    while True:
+        chunk = os.read(read_end, 65536)
+        if not chunk:
+            break
+        chunks.append(chunk)
+    os.close(read_end)
+    try:
+        return json.loads(b"".join(chunks)) if chunks else None
+    except ValueError:
+        return None
 
 
 def make_watch(spec, run_id, directory):
@@ -358,6 +477,18 @@ def main() -> None:
             "chown_paths": {"type": "list", "elements": "str", "default": []},
             "remove_container": {"type": "bool", "default": True},
             "docker": {"type": "str", "default": "docker"},
+            "start": {
+                "type": "dict",
+                "options": {
+                    "run_argv": {"type": "list", "elements": "str", "required": True},
+                    "run_dir": {"type": "path", "required": True},
+                    "mount_source": {"type": "path", "required": True},
+                    "writable": {"type": "list", "elements": "str", "default": []},
+                    "floor_dir": {"type": "dict"},
+                    "build": {"type": "list", "elements": "str", "default": []},
+                },
+            },
+            "detach": {"type": "bool", "default": False},
         },
         supports_check_mode=True,
         required_together=[("script", "script_path")],
@@ -390,6 +521,23 @@ def main() -> None:
     if module.check_mode:
         module.exit_json(changed=False, status_path=path, command=launch, cleanup=cleanup, diagnose=diagnose)
 
+    extra = {}
+    if p["start"]:
+        q = p["start"]
+        try:
+            extra["started"] = start_container(
+                module.run_command,
+                docker,
+                container,
+                q["run_argv"],
+                q["run_dir"],
+                q["mount_source"],
+                q["writable"],
+                q["floor_dir"],
+                q["build"],
+            )
+        except ContainerError as exc:
+            module.fail_json(msg=str(exc), status_path=path, **exc.extra)
     if p["script_path"]:
         try:
             os.makedirs(os.path.dirname(p["script_path"]), exist_ok=True)
@@ -399,6 +547,45 @@ def main() -> None:
         except OSError as exc:
             module.fail_json(msg=f"cannot write {p['script_path']}: {exc.strerror}", status_path=path)
 
+    if not p["detach"]:
+        try:
+            supervisor, lease = prepare(p, path, launch, cleanup, diagnose, capture_note)
+        except Refused as exc:
+            module.fail_json(msg=str(exc), status_path=path, **extra)
+        status = supervise(supervisor, lease, p["run_id"])
+        module.exit_json(changed=True, status=status, status_path=path, **extra)
+
+    def work(report):
+        try:
+            supervisor, lease = prepare(p, path, launch, cleanup, diagnose, capture_note)
+        except Refused as exc:
+            report({"failed": True, "msg": str(exc)})
+            return 1
+        report({"pid": os.getpid()})
+        supervise(supervisor, lease, p["run_id"])
+        return 0
+
+    try:
+        shared_dir(p["directory"])
+        shared_dir(os.path.dirname(path))
+    except OSError as exc:
+        module.fail_json(msg=f"cannot take the node's lease: {exc}", status_path=path, **extra)
+    log_path = os.path.join(os.path.dirname(path), f"{p['run_id']}.supervisor.log")
+    answer = detach(work, log_path)
+    if answer is None:
+        module.fail_json(
+            msg=f"the supervisor ended before it started: see {log_path} on the node", status_path=path, **extra
+        )
+    if answer.get("failed"):
+        module.fail_json(msg=answer.get("msg", "the supervisor did not start"), status_path=path, **extra)
+    module.exit_json(changed=True, pid=answer.get("pid"), status_path=path, **extra)
+
+
+def prepare(p, path, launch, cleanup, diagnose, capture_note):
+    """Everything that can refuse the run, quickly, in the process that will supervise it: the lease
+    (held by this process, with the run's deadline plus the stop), the head's aggregator, the
+    supervisor itself. Returns (supervisor, lease); raises Refused."""
+    docker, container = p["docker"], p["container"]
     lease = Lease(p["directory"])
     now = time.time()
     stop_s = stop_bound_s(p["grace_seconds"], p["diagnose_seconds"], len(cleanup))
@@ -424,9 +611,9 @@ def main() -> None:
             now,
         )
     except LeaseHeld as held:
-        module.fail_json(msg=refusal(held), status_path=path)
+        raise Refused(refusal(held)) from None
     except (LeaseError, OSError) as exc:
-        module.fail_json(msg=f"cannot take the node's lease: {exc}", status_path=path)
+        raise Refused(f"cannot take the node's lease: {exc}") from None
 
     def progress():
         return metrics_progress(p["progress_dir"], p["ranks"]) if p["progress_dir"] else {}
@@ -450,7 +637,7 @@ def main() -> None:
             with contextlib.suppress(LeaseError):
                 lease.release(p["run_id"])
             where = "{}:{}/udp".format(p["watch"]["head_address"], p["watch"]["port"])
-            module.fail_json(msg=f"cannot serve the run's aggregator on {where}: {exc}", status_path=path)
+            raise Refused(f"cannot serve the run's aggregator on {where}: {exc}") from None
 
     supervisor = Supervisor(
         launch,
@@ -472,14 +659,18 @@ def main() -> None:
         watch=watch,
         heartbeat_every=p["watch"]["heartbeat_seconds"] if p["watch"] else 3.0,
     )
+    return supervisor, lease
+
+
+def supervise(supervisor, lease, run_id):
+    """The run, to its end; the lease is released however it ends."""
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(sig, supervisor.request_stop)
     try:
-        status = supervisor.run()
+        return supervisor.run()
     finally:
         with contextlib.suppress(LeaseError):
-            lease.release(p["run_id"])
-    module.exit_json(changed=True, status=status, status_path=path)
+            lease.release(run_id)
 
 
 if __name__ == "__main__":

@@ -5,7 +5,9 @@
 
 Private to this collection. The node's supervisor keeps the run's deadline; everything around it
 must outlast it in a fixed order, or the wrong party ends the run:
-  supervisor's own end  <  the controller's wait  <  the async wrapper's kill  <  the container's sleep
+  supervisor's own end  <  the controller's wait  <  (an async wrapper's kill)  <  the container's sleep
+node_launch detaches the supervisor itself (run_supervisor's detach): no wrapper limits it there;
+async_s is the limit for a user who runs run_supervisor under Ansible's async instead.
 """
 
 from __future__ import annotations
@@ -43,7 +45,8 @@ def launch_deadlines(
     supervisor_end_s: the latest a supervisor can finish (deadline, diagnostics, grace, kill,
     cleanup, and on the head the wait for the others' end);
     wait_s: how long the controller watches a node before it gives up on it;
-    async_s: the async job's limit, after which Ansible's wrapper kills the supervisor;
+    async_s: the limit to give run_supervisor run under Ansible's async (its wrapper kills the job
+    then); node_launch detaches it without a wrapper;
     setup_lease_s: how long preflight's lease holds before the supervisor renews it;
     container_lifetime_s: the container's own `sleep`, the last resort if nobody removes it.
     """

@@ -6,6 +6,7 @@ is removed, the status file says finished."""
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 
 from ansible_collections.aorta.cluster.plugins.module_utils._lease import Lease
@@ -13,9 +14,11 @@ from ansible_collections.aorta.cluster.plugins.modules import run_supervisor
 
 
 def fake_docker(tmp_path):
+    """`exec` runs here, `inspect` says running, the rest is logged."""
     script = tmp_path / "docker"
     script.write_text(
         f'#!/bin/sh\nif [ "$1" = exec ]; then shift 2; exec "$@"; fi\necho "$@" >> {tmp_path}/docker.log\n'
+        'if [ "$1" = inspect ]; then echo true; fi\n'
     )
     script.chmod(0o755)
     return str(script)
@@ -75,3 +78,66 @@ def test_check_mode_runs_nothing_and_shows_the_commands(run_module, tmp_path):
     assert result["command"] == ["docker", "exec", "c", "true"]
     assert result["cleanup"][-1] == ["docker", "rm", "-f", "-v", "c"]
     assert not (tmp_path / "runs").exists()
+
+
+def wait_for(predicate, seconds=60.0):
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        if predicate():
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def test_detach_starts_the_container_returns_at_once_and_the_run_goes_on_alone(run_module, tmp_path):
+    """One module run starts the container and the supervisor; the module answers while the workload
+    still waits for a file that only this test writes after the answer (without the detach it would
+    answer at the 30 s deadline, with a status and no pid)."""
+    go, out = tmp_path / "go", tmp_path / "out"
+    docker = fake_docker(tmp_path)
+    args = {
+        "run_id": "r2",
+        "container": "c-r2",
+        "command": ["sh", "-c", f"while [ ! -e {go} ]; do sleep 0.05; done"],
+        "timeout_seconds": 30,
+        "directory": str(tmp_path / "state"),
+        "docker": docker,
+        "start": {
+            "run_argv": [docker, "run", "-d", "--name", "c-r2", "img"],
+            "run_dir": str(tmp_path / "run"),
+            "mount_source": str(tmp_path),
+            "writable": [str(out)],
+            "floor_dir": {"container": str(out), "host": str(out)},
+        },
+        "detach": True,
+    }
+    Lease(args["directory"]).acquire({"run_id": "r2", "owner": "me@ctl", "expires_at": 9e9})
+    result = run_module(run_supervisor, args)
+    assert "status" not in result and result["pid"] > 0, result
+    assert result["started"]["container_id"] == "" and isinstance(result["started"]["start_floor"], float)
+    held = Lease(args["directory"]).read()
+    assert held["run_id"] == "r2" and held["holder_pid"] == result["pid"]  # the detached process holds it
+    go.touch()
+    status_file = Path(result["status_path"])
+    assert wait_for(lambda: status_file.exists() and json.loads(status_file.read_text()).get("finished"))
+    assert json.loads(status_file.read_text())["outcome"] == "ok"
+    assert wait_for(lambda: Lease(args["directory"]).read() is None)  # released at the run's end
+    assert (tmp_path / "docker.log").read_text().split()[-4:] == ["rm", "-f", "-v", "c-r2"]
+
+
+def test_detach_says_why_the_supervisor_refused_and_runs_nothing(run_module, tmp_path):
+    state = str(tmp_path / "state")
+    Lease(state).acquire({"run_id": "other", "owner": "you@ctl", "expires_at": 9e9})
+    marker = tmp_path / "ran"
+    args = {
+        "run_id": "mine",
+        "container": "c",
+        "command": ["touch", str(marker)],
+        "timeout_seconds": 30,
+        "directory": state,
+        "docker": fake_docker(tmp_path),
+        "detach": True,
+    }
+    result = run_module(run_supervisor, args)
+    assert result["failed"] and "held by run other (owner you@ctl" in result["msg"]
+    assert not marker.exists() and Lease(state).read()["run_id"] == "other"
