@@ -15,7 +15,7 @@ from ansible.errors import AnsibleConnectionFailure
 from ansible.plugins.action import ActionBase
 from ansible.utils.display import Display
 
-from ansible_collections.aorta.cluster.plugins.action.node_prepare import head_file
+from ansible_collections.aorta.cluster.plugins.action.node_prepare import excluded_nodes, head_file
 from ansible_collections.aorta.cluster.plugins.plugin_utils import _health_verdict, _launch, _plan, _settings
 
 display = Display()
@@ -32,16 +32,17 @@ class ActionModule(ActionBase):
         node = str(task_vars.get("inventory_hostname"))
         groups = task_vars.get("groups") or {}
         hostvars = task_vars.get("hostvars") or {}
-        cluster = _settings.in_rank_order(
-            self._templar.template, hostvars, [str(n) for n in groups.get("aorta_nodes") or [node]]
-        )
+        cluster = _settings.rank_order(self._templar.template, task_vars, groups.get("aorta_nodes") or [node])
         try:
             s = _settings.read(self._templar.template, task_vars, _plan.LAUNCH_NAMES)
             prepared = task_vars.get("aorta_prepare") or {}
             # The nodes that run, the same on every node: without those preflight excluded (unhealthy,
             # with aorta_exclude_unhealthy), ranks renumbered in cluster-file order, the head first.
+            # From the files preflight left for the nodes it excluded, not from every node's variables.
             run = _plan.run_nodes(
-                cluster, {n: (hostvars.get(n) or {}).get("aorta_prepare") for n in cluster}, s["aorta_min_nodes"]
+                cluster,
+                excluded_nodes(s["aorta_results_dir_resolved"], s["aorta_run_id_resolved"]),
+                s["aorta_min_nodes"],
             )
             nodes, head = run["nodes"], run["head"]
             shared = {"head": head, "nnodes": len(nodes), "excluded_nodes": run["excluded"]}

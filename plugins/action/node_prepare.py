@@ -56,6 +56,9 @@ NAMES = (
 )
 
 
+EXCLUDED_NAMES = ("aorta_run_id_resolved", "aorta_results_dir_resolved")
+
+
 def health_bound(s: dict[str, Any]) -> float:
     """The longest the health checks can take on one node: each GPU tool step, the NIC's and the
     kernel log's (0 when they are off)."""
@@ -69,6 +72,27 @@ def head_file(results_dir: str) -> str:
 def candidate_file(results_dir: str, node: str) -> str:
     """A worker's own verdict as the head's stand-in, when the head failed with aorta_exclude_unhealthy."""
     return os.path.join(_settings.plan_dir(results_dir), f"candidate-{node.replace('/', '_')}.json")
+
+
+def excluded_file(results_dir: str, node: str) -> str:
+    """A node preflight left out of the run (aorta_exclude_unhealthy), with why."""
+    return os.path.join(_settings.plan_dir(results_dir), f"excluded-{node.replace('/', '_')}.json")
+
+
+def excluded_nodes(results_dir: str, run_id: str) -> dict[str, dict[str, Any]]:
+    """Every node this run's preflight excluded, by name: one directory listing and a file per excluded
+    node, where reading every node's registered result from every node was N squared over the launch."""
+    try:
+        names = os.listdir(_settings.plan_dir(results_dir))
+    except OSError:
+        return {}
+    found = {}
+    for name in names:
+        if name.startswith("excluded-") and name.endswith(".json"):
+            seen = _settings.wait_json(os.path.join(_settings.plan_dir(results_dir), name), 0, run_id=run_id)
+            if seen and seen.get("node"):
+                found[str(seen["node"])] = seen
+    return found
 
 
 def connect_args(s: dict[str, Any], head: str, seen: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -103,6 +127,18 @@ class ActionModule(ProbeAction):
         # run leaves behind, so "ok", which the console does not print per node (display_ok_hosts).
         result = self._run(tmp, task_vars)
         result["changed"] = False
+        if result.get("excluded"):
+            s = {k: self._templar.template((task_vars or {}).get(k)) for k in EXCLUDED_NAMES}
+            _settings.write_json(
+                excluded_file(str(s["aorta_results_dir_resolved"]), str((task_vars or {}).get("inventory_hostname"))),
+                {
+                    "run_id": s["aorta_run_id_resolved"],
+                    "node": (task_vars or {}).get("inventory_hostname"),
+                    "excluded": True,
+                    "failures": result.get("failures") or [],
+                    "msg": result.get("msg", ""),
+                },
+            )
         return result
 
     def _run(self, tmp: Any = None, task_vars: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -183,8 +219,7 @@ class ActionModule(ProbeAction):
         mine = self._prepare(s, task_vars, mode, node, pyspy, None)
         verdict = self._verdict(s, mine, node, pyspy)
         _settings.write_json(candidate_file(results_dir, node), verdict)
-        hostvars = task_vars.get("hostvars") or {}
-        workers = [n for n in _settings.in_rank_order(self._templar.template, hostvars, nodes) if n != head]
+        workers = [n for n in _settings.rank_order(self._templar.template, task_vars, nodes) if n != head]
         for before in workers[: workers.index(node)]:
             seen = _settings.wait_json(candidate_file(results_dir, before), wait_s, run_id=run_id)
             if seen and seen.get("ok") and seen.get("port"):

@@ -13,6 +13,7 @@ from ansible.errors import AnsibleError
 from ansible.plugins.action import ActionBase
 
 from ansible_collections.aorta.cluster.plugins.plugin_utils._run_id import RunStartError, make_dirs, start
+from ansible_collections.aorta.cluster.plugins.plugin_utils._settings import in_rank_order
 
 NAMES = ("aorta_run_id", "aorta_results_dir", "aorta_results_root")
 
@@ -36,5 +37,9 @@ class ActionModule(ActionBase):
             return result
         # Values, not ansible_facts: the role's set_fact keeps them as play variables (an action's
         # facts would be host facts, which ansible-core 2.24 stops injecting as top-level names).
-        result.update(changed=changed, **facts)
+        # Once for the run (every host's variables read once): the nodes' steps read this order
+        # instead of every node's variables each (_settings.rank_order).
+        nodes = [str(n) for n in (task_vars.get("groups") or {}).get("aorta_nodes") or []]
+        order = in_rank_order(self._templar.template, task_vars.get("hostvars") or {}, nodes)
+        result.update(changed=changed, aorta_rank_order=order, **facts)
         return result

@@ -54,4 +54,12 @@ aorta_results_dir_resolved:
   returned: success
   type: str
   sample: /home/me/aorta_results/20261203T101500-a1b2c3
+aorta_rank_order:
+  description:
+    - The group C(aorta_nodes) sorted by each node's C(aorta_node_rank), computed once for the run; the
+      node steps read it instead of every node's variables.
+  returned: success
+  type: list
+  elements: str
+  sample: [node-a, node-b]
 """

@@ -55,6 +55,19 @@ def in_rank_order(template: Any, hostvars: Mapping[str, Any], nodes: Iterable[st
     return sorted(position, key=rank)
 
 
+def rank_order(template: Any, task_vars: Mapping[str, Any], nodes: Iterable[str]) -> list[str]:
+    """``nodes`` in rank order, as run_start computed it once for the run (``aorta_rank_order`` on
+    localhost): every node's step reading every node's variables was N host-variable lookups per node,
+    N squared over a step (about 0.6 ms each measured, 64 nodes). Sorted here when it is not there."""
+    wanted = [str(n) for n in nodes]
+    hostvars = task_vars.get("hostvars") or {}
+    kept = ((hostvars.get("localhost") or {}).get("aorta_rank_order") or []) if "localhost" in hostvars else []
+    order = [str(n) for n in template(kept)] if kept else []
+    if order and sorted(order) == sorted(wanted):
+        return order
+    return in_rank_order(template, hostvars, wanted)
+
+
 def plan_dir(results_dir: str) -> str:
     """The controller-side directory where one node's step leaves what the others need (the head's
     port and address): forked workers share no memory."""

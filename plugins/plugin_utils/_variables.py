@@ -219,6 +219,7 @@ INTERNAL = frozenset(
         "aorta_head_vars",
         "aorta_run_nodes",
         "aorta_run_started_epoch",
+        "aorta_rank_order",
         "aorta_run_start",
         "aorta_run_secret_resolved",
         "aorta_watch",

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import json
 
+from ansible_collections.aorta.cluster.plugins.action.node_prepare import excluded_nodes
+
 PREPARE = {"name": "Probe", "aorta.cluster.node_prepare": None, "register": "aorta_prepare", "timeout": 120}
 
 
@@ -92,3 +94,7 @@ def test_with_aorta_exclude_unhealthy_a_failing_head_hands_over_to_the_first_wor
     assert shared["head"] == "127.0.0.1" and shared["ok"] and shared["port"] == worker["port"]
     assert "preflight: 127.0.0.1 is the run's head (the head localhost did not pass preflight)" in proc.stdout
     assert (tmp_path / "lease-0").exists() and (tmp_path / "lease-1").exists()  # each holds its lease
+    # The launch reads who was left out from one listing, not from every node's variables.
+    excluded = excluded_nodes(str(tmp_path / "results"), settings["aorta_run_id_resolved"])
+    assert list(excluded) == ["localhost"] and "train.py not found" in " ".join(excluded["localhost"]["failures"])
+    assert excluded_nodes(str(tmp_path / "results"), "another-run") == {}

@@ -18,6 +18,7 @@ def test_the_facts_and_the_results_directory(play, tmp_path):
     assert os.path.isdir(tmp_path / "res" / "lab-7" / "logs")
     assert "ansible_facts" not in out  # the role's set_fact keeps them as play variables
     assert isinstance(out["aorta_run_started_epoch"], int)
+    assert out["aorta_rank_order"] == []  # no aorta_nodes group in this inventory
 
 
 def test_a_bad_run_id_fails_naming_it_and_makes_nothing(play, tmp_path):

@@ -97,6 +97,16 @@ def test_each_run_gets_its_own_ssh_master_unless_the_user_chose_a_control_path()
     assert mine._options["control_path"] == "/tmp/cp/%%h"
 
 
+def test_rank_order_takes_the_runs_order_once_computed_and_sorts_only_without_it():
+    hostvars = {"b": {"aorta_node_rank": "1"}, "a": {"aorta_node_rank": 0}}
+    kept = {"hostvars": dict(hostvars, localhost={"aorta_rank_order": ["a", "b"]})}
+    assert _settings.rank_order(lambda v: v, kept, ["b", "a"]) == ["a", "b"]
+    # Computed for other nodes (another inventory, a --limit): sorted here from each node's rank.
+    other = {"hostvars": dict(hostvars, localhost={"aorta_rank_order": ["a", "z"]})}
+    assert _settings.rank_order(lambda v: v, other, ["b", "a"]) == ["a", "b"]
+    assert _settings.rank_order(lambda v: v, {"hostvars": hostvars}, ["b", "a"]) == ["a", "b"]
+
+
 def test_in_rank_order_follows_the_rank_not_the_group_order():
     hostvars = {"b": {"aorta_node_rank": "1"}, "a": {"aorta_node_rank": 2}, "c": {"aorta_node_rank": 0}, "x": {}}
     assert _settings.in_rank_order(lambda v: v, hostvars, ["a", "b", "c", "x"]) == ["c", "b", "a", "x"]
