@@ -13,6 +13,16 @@ import os
 
 PROBE_FILE = ".aorta-write-test"
 
+# start()'s options as modules take them (run_container's, and run_supervisor's start suboptions).
+OPTIONS = {
+    "run_argv": {"type": "list", "elements": "str", "required": True},
+    "run_dir": {"type": "path", "required": True},
+    "mount_source": {"type": "path", "required": True},
+    "writable": {"type": "list", "elements": "str", "default": []},
+    "floor_dir": {"type": "dict"},
+    "build": {"type": "list", "elements": "str", "default": []},
+}
+
 
 class ContainerError(Exception):
     """The container could not be started or cannot run the job; ``extra`` goes into the module's result."""

@@ -94,19 +94,14 @@ removed_same_name:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.aorta.cluster.plugins.module_utils._container import ContainerError, start
+from ansible_collections.aorta.cluster.plugins.module_utils._container import OPTIONS, ContainerError, start
 
 
 def main() -> None:
     module = AnsibleModule(
         argument_spec={
             "container": {"type": "str", "required": True},
-            "run_argv": {"type": "list", "elements": "str", "required": True},
-            "run_dir": {"type": "path", "required": True},
-            "mount_source": {"type": "path", "required": True},
-            "writable": {"type": "list", "elements": "str", "default": []},
-            "floor_dir": {"type": "dict"},
-            "build": {"type": "list", "elements": "str", "default": []},
+            **OPTIONS,
             "docker": {"type": "str", "default": "docker"},
         },
         supports_check_mode=True,

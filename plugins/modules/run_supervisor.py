@@ -324,6 +324,7 @@ from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.aorta.cluster.plugins.module_utils import _aggregator, _fabric, _kernel_log, _probe
 from ansible_collections.aorta.cluster.plugins.module_utils._capture import capture_argvs
+from ansible_collections.aorta.cluster.plugins.module_utils._container import OPTIONS as START_OPTIONS
 from ansible_collections.aorta.cluster.plugins.module_utils._container import ContainerError
 from ansible_collections.aorta.cluster.plugins.module_utils._container import start as start_container
 from ansible_collections.aorta.cluster.plugins.module_utils._lease import (
@@ -477,17 +478,7 @@ def main() -> None:
             "chown_paths": {"type": "list", "elements": "str", "default": []},
             "remove_container": {"type": "bool", "default": True},
             "docker": {"type": "str", "default": "docker"},
-            "start": {
-                "type": "dict",
-                "options": {
-                    "run_argv": {"type": "list", "elements": "str", "required": True},
-                    "run_dir": {"type": "path", "required": True},
-                    "mount_source": {"type": "path", "required": True},
-                    "writable": {"type": "list", "elements": "str", "default": []},
-                    "floor_dir": {"type": "dict"},
-                    "build": {"type": "list", "elements": "str", "default": []},
-                },
-            },
+            "start": {"type": "dict", "options": START_OPTIONS},
             "detach": {"type": "bool", "default": False},
         },
         supports_check_mode=True,
