@@ -41,6 +41,26 @@ def tx_bytes(container: str) -> int:
     return int(node_exec(container, "cat", "/sys/class/net/eth0/statistics/tx_bytes"))
 
 
+def where_the_time_went(task_log: Path, t0: float, end: float) -> str:
+    """The playbook's wall time split at its tasks, from its task log: before the first node's
+    node_end (ansible-playbook's start, the inventory, the controller's preparation), node_end on
+    every node (first start to last end), combined_traces, and the rest (between tasks, the end)."""
+    rows = [json.loads(line) for line in task_log.read_text().splitlines() if line.strip()]
+
+    def span(action: str) -> tuple[float, float]:
+        mine = [r for r in rows if r["action"] == f"aorta.cluster.{action}" and r["start"]]
+        return min(r["start"] for r in mine), max(r["end"] for r in mine)
+
+    node_end, combined = span("node_end"), span("combined_traces")
+    parts = {
+        "before_node_end": node_end[0] - t0,
+        "node_end": node_end[1] - node_end[0],
+        "combined_traces": combined[1] - combined[0],
+    }
+    parts["rest"] = (end - t0) - sum(parts.values())
+    return ", ".join(f"{name} {value:.1f}s" for name, value in parts.items())
+
+
 def main() -> int:
     state = standin.up(2)
     nodes = state["nodes"]
@@ -107,8 +127,13 @@ def main() -> int:
                 "aorta_collect_since": 0,
                 "aorta_nproc_per_node": RANKS_PER_NODE,
             }
-            proc = playbook("playbooks/trace_collect.yml", standin.OUT / "cluster.json", "-e", json.dumps(extra))
+            task_log = tmp / "tasks.jsonl"
+            wall_t0 = time.time()
+            proc = playbook(
+                "playbooks/trace_collect.yml", standin.OUT / "cluster.json", "-e", json.dumps(extra), task_log=task_log
+            )
             role_s = time.monotonic() - t0
+            spent = where_the_time_went(task_log, wall_t0, wall_t0 + role_s)
             role_bytes = sum(tx_bytes(n["container"]) - b for n, b in zip(nodes, before))
             if proc.returncode != 0:
                 raise RuntimeError(proc.stdout[-3000:])
@@ -122,6 +147,7 @@ def main() -> int:
         f"rsync -a: {rsync_s:.1f}s, {rsync_bytes / 1e6:.0f} MB sent; trace_collect: {role_s:.1f}s, "
         f"{role_bytes / 1e6:.1f} MB sent"
     )
+    print(f"trace_collect, where the time went: {spent}")
     print(
         f"BENCH collect wall_ratio={role_s / rsync_s:.2f} bytes_ratio={role_bytes / rsync_bytes:.3f} "
         f"node_mb={raw_total / len(nodes) / 1e6:.0f} rate={RATE} targets=wall<=1.0,bytes<=0.125"
