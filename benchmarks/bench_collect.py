@@ -48,7 +48,8 @@ def tx_bytes(container: str) -> int:
 def where_the_time_went(task_log: Path, t0: float, end: float) -> dict[str, float]:
     """The playbook's wall time split at its tasks, from its task log: before the first node's
     node_end (ansible-playbook's start, the inventory, the controller's preparation), node_end on
-    every node (first start to last end), combined_traces, and the rest (between tasks, the end)."""
+    every node (first start to last end), combined_traces, and the rest (between tasks, the end);
+    then, within node_end, the slowest node's teardown and collection (not added to the rest)."""
     rows = [json.loads(line) for line in task_log.read_text().splitlines() if line.strip()]
 
     def span(action: str) -> tuple[float, float]:
@@ -62,6 +63,10 @@ def where_the_time_went(task_log: Path, t0: float, end: float) -> dict[str, floa
         "combined_traces": combined[1] - combined[0],
     }
     parts["rest"] = (end - t0) - sum(parts.values())
+    # Inside node_end, the slowest node's parts (its result's seconds).
+    ends = [r.get("seconds") or {} for r in rows if r["action"] == "aorta.cluster.node_end"]
+    for part in ("teardown", "collect"):
+        parts[f"node_end.{part}"] = max((float(e.get(part, 0)) for e in ends), default=0.0)
     return parts
 
 

@@ -50,6 +50,8 @@ class CallbackModule(CallbackBase):
             "end": time.time(),
             # Remote commands a wait made (run_watch, run_wait: one per poll).
             "polls": result._result.get("polls"),
+            # Where a node's end went (node_end: wait, teardown, collect).
+            "seconds": result._result.get("seconds"),
         }
         with open(self._path, "a") as handle:
             handle.write(json.dumps(record) + "\n")

@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 import os
 import shlex
+import time
 from typing import Any
 
 from ansible.errors import AnsibleConnectionFailure, AnsibleError
@@ -84,6 +85,8 @@ class ActionModule(WaitAction):
         lease_dir = str(s["aorta_lease_dir"])
         run_id = str(s["aorta_run_id_resolved"])
         wait: dict[str, Any] = {"skipped": True}
+        seconds: dict[str, float] = {}  # where this node's end went: a slow node's collection shows
+        started = time.monotonic()
         if launch.get("job"):
             args = {
                 "status_path": f"{lease_dir}/runs/{run_id}.json",
@@ -97,6 +100,7 @@ class ActionModule(WaitAction):
                 "unreachable_polls": 1 if watched.get("head_lost") and node == head else 3,
             }
             wait = self.wait(args, task_vars)
+            seconds["wait"] = time.monotonic() - started
         status = wait.get("status") or {}
         record = {
             "name": node,
@@ -123,9 +127,14 @@ class ActionModule(WaitAction):
         gone = bool(wait.get("node_unreachable"))
         output = launch.get("collect_dir") or str(s["aorta_output_dir"])
         if not gone:
+            started = time.monotonic()
             gone = self._end_on_node(s, launch, node, output, result)
+            seconds["teardown"] = time.monotonic() - started
         if s["aorta_collect_traces"] and not self._task.check_mode:
+            started = time.monotonic()
             result["collect"] = self._collect(s, launch, record, output, gone, result.get("teardown_error", ""))
+            seconds["collect"] = time.monotonic() - started
+        result["seconds"] = {part: round(value, 3) for part, value in seconds.items()}
         if s["aorta_parse_on_nodes"] and not gone and not self._task.check_mode:
             summary = self._execute_module(
                 module_name="aorta.cluster.trace_summary",

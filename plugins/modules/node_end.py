@@ -57,6 +57,13 @@ collect:
     tree with arrived for a stream, archive with archive_sha256 for a pulled archive).
   returned: when aorta_collect_traces
   type: dict
+seconds:
+  description:
+    - Where the node's end went, in seconds, for the parts that ran; V(wait) for the node's supervisor
+      to end, V(teardown) for its log and the backstop teardown, V(collect) for its traces.
+  returned: always
+  type: dict
+  sample: {"wait": 0.4, "teardown": 0.6, "collect": 2.8}
 summaries:
   description: The node's trace summaries (aorta_parse_on_nodes).
   returned: when aorta_parse_on_nodes

@@ -35,6 +35,8 @@ def test_each_nodes_new_files_are_pulled_checked_and_its_archive_removed(cluster
         assert not end.get("failed"), end.get("msg")
         assert end["node_result"]["state"] == "not_started" and end["node_result"]["rank"] == rank
         assert end["teardown"]["changed"]  # the lease preflight took is released
+        # Not launched: no wait; the teardown and the collection each timed.
+        assert sorted(end["seconds"]) == ["collect", "teardown"] and min(end["seconds"].values()) > 0
         row = end["collect"]
         assert row["error"] == "" and row["pull_attempts"] == 1 and row["rank"] == rank
         archive = tmp_path / "results" / ".staging" / f"node_{rank}" / "traces.tar"
