@@ -235,6 +235,26 @@ def test_check_mode_shows_each_nodes_commands_and_launches_nothing(standin_clust
     assert not (tmp_path / "check" / "run.json").exists()
 
 
+def test_a_cvs_config_reaches_every_node_and_the_command_line_still_wins(standin_cluster, tmp_path):
+    """-e aorta_cvs_config: CVS's own aorta_benchmark.yaml mapped once on the controller, its values on
+    every node (an extra environment variable, a training override), and -e still wins over it."""
+    cvs = tmp_path / "aorta_benchmark.yaml"
+    cvs.write_text(
+        "training_overrides:\n  training.max_steps: 7\n  training.log_interval: 3\n"
+        "multi_node:\n  extra_env:\n    AORTA_CVS_MARK: from-cvs\n"
+    )
+    overrides = json.dumps({"aorta_training_overrides": {"training.max_steps": 9}})
+    proc = standin_cluster.playbook(
+        "--check", "-e", f"aorta_results_dir={tmp_path / 'check'}", "-e", f"aorta_cvs_config={cvs}", "-e", overrides
+    )
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    nodes = len(standin_cluster.nodes)
+    assert proc.stdout.count('"AORTA_CVS_MARK": "from-cvs"') == nodes
+    assert proc.stdout.count("training.max_steps=9") == nodes and "training.max_steps=7" not in proc.stdout
+    assert "training.log_interval" not in proc.stdout  # the whole mapping lost to -e's, as any variable does
+    assert standin_cluster.containers_left() == []
+
+
 def test_node_without_the_image_loads_it_from_the_archive(standin_cluster, tmp_path):
     image = standin_cluster.state["WORKLOAD_IMAGE"]
     last = len(standin_cluster.nodes) - 1
