@@ -12,20 +12,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from ansible.plugins.action import ActionBase
-
+from ansible_collections.aorta.cluster.plugins.action.trace_parse import ActionModule as ControllerTaskAction
 from ansible_collections.aorta.cluster.plugins.module_utils._combined import ARGUMENT_SPEC, write
 
 
-class ActionModule(ActionBase):
-    TRANSFERS_FILES = False
-    _requires_connection = False
-
-    def run(self, tmp: Any = None, task_vars: dict[str, Any] | None = None) -> dict[str, Any]:
-        result = super().run(tmp, task_vars)
-        args = self.validate_argument_spec(argument_spec=ARGUMENT_SPEC)[1]
-        outcome, failure = write(args, bool(self._task.check_mode or self._play_context.check_mode))
-        result.update(outcome)
-        if failure:
-            result.update(failed=True, msg=failure)
-        return result
+class ActionModule(ControllerTaskAction):
+    ARGUMENT_SPEC: dict[str, Any] = ARGUMENT_SPEC
+    TASK = staticmethod(write)

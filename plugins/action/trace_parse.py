@@ -11,6 +11,7 @@ decoder), or without the Jinja2 that draws report.html. Here it runs where ansib
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from ansible.plugins.action import ActionBase
@@ -19,13 +20,18 @@ from ansible_collections.aorta.cluster.plugins.module_utils._report import TASK_
 
 
 class ActionModule(ActionBase):
+    """A module's work done here: its arguments checked against ARGUMENT_SPEC, then TASK(args,
+    check_mode) returns (result, failure message or None). combined_traces does the same with its own."""
+
     TRANSFERS_FILES = False
     _requires_connection = False
+    ARGUMENT_SPEC: dict[str, Any] = TASK_ARGUMENT_SPEC
+    TASK: Callable[[dict[str, Any], bool], Any] = staticmethod(run_task)
 
     def run(self, tmp: Any = None, task_vars: dict[str, Any] | None = None) -> dict[str, Any]:
         result = super().run(tmp, task_vars)
-        args = self.validate_argument_spec(argument_spec=TASK_ARGUMENT_SPEC)[1]
-        outcome, failure = run_task(args, bool(self._task.check_mode or self._play_context.check_mode))
+        args = self.validate_argument_spec(argument_spec=self.ARGUMENT_SPEC)[1]
+        outcome, failure = self.TASK(args, bool(self._task.check_mode or self._play_context.check_mode))
         result.update(outcome)
         if failure:
             result.update(failed=True, msg=failure)
