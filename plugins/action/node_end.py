@@ -18,27 +18,10 @@ from ansible_collections.aorta.cluster.plugins.plugin_utils import _pull, _setti
 from ansible_collections.aorta.cluster.plugins.plugin_utils._controller import controller_identity
 from ansible_collections.aorta.cluster.plugins.plugin_utils._launch import override_of
 from ansible_collections.aorta.cluster.plugins.plugin_utils._run import node_state, silent_reasons, torchrun_failure
+from ansible_collections.aorta.cluster.plugins.plugin_utils._vocabulary import READ_BY
 
-NAMES = (
-    "aorta_run_id_resolved",
-    "aorta_results_dir_resolved",
-    "aorta_lease_dir",
-    "aorta_poll_seconds",
-    "aorta_training_overrides",
-    "aorta_path",
-    "aorta_container_mount_path",
-    "aorta_output_dir",
-    "aorta_collect_traces",
-    "aorta_collect_since",
-    "aorta_collect_compression",
-    "aorta_collect_parallel",
-    "aorta_collect_delete_remote",
-    "aorta_parse_on_nodes",
-    "aorta_include_unlinked_kernels",
-    "aorta_vpc_ip",
-    "aorta_node_rank",
-    "aorta_connect_timeout",
-)
+# The variables this step reads: the role trace_collect's, in roles/variables.yml.
+NAMES = READ_BY["trace_collect"]
 
 PULL_ATTEMPTS = 3  # a transient drop is retried; a pull that still fails is this node's error only
 PULL_DELAY_S = 3

@@ -17,43 +17,12 @@ from ansible_collections.aorta.cluster.plugins.plugin_utils._cluster_file import
 from ansible_collections.aorta.cluster.plugins.plugin_utils._launch import LaunchError, launch_mode
 from ansible_collections.aorta.cluster.plugins.plugin_utils._plan import launch_deadlines
 from ansible_collections.aorta.cluster.plugins.plugin_utils._tools import pyspy_plan
+from ansible_collections.aorta.cluster.plugins.plugin_utils._vocabulary import READ_BY
 
 display = Display()
 
-NAMES = (
-    "aorta_run_id_resolved",
-    "aorta_results_dir_resolved",
-    "aorta_docker_image",
-    "aorta_image_archive",
-    "aorta_path",
-    "aorta_base_config",
-    "aorta_train_script",
-    "aorta_experiment_script",
-    "aorta_master_launch_mode",
-    "aorta_require_gpu",
-    "aorta_gpus_per_node",
-    "aorta_nproc_per_node",
-    "aorta_min_free_gb",
-    "aorta_extra_env",
-    "aorta_master_port",
-    "aorta_port_range_start",
-    "aorta_port_range_end",
-    "aorta_fabric_check_timeout",
-    "aorta_connect_timeout",
-    "aorta_lease_dir",
-    "aorta_pyspy",
-    "aorta_timeout_seconds",
-    "aorta_kill_grace_seconds",
-    "aorta_setup_timeout_seconds",
-    "aorta_vpc_ip",
-    "aorta_health_checks",
-    "aorta_health_step_timeout",
-    "aorta_gpu_tool_slow_seconds",
-    "aorta_gpu_process_allow",
-    "aorta_health_kernel_window_hours",
-    "aorta_collect_traces",
-    "aorta_exclude_unhealthy",
-)
+# The variables this step reads: the role preflight's, in roles/variables.yml.
+NAMES = READ_BY["preflight"]
 
 
 EXCLUDED_NAMES = ("aorta_run_id_resolved", "aorta_results_dir_resolved")

@@ -14,45 +14,20 @@ from typing import Any
 
 from ansible_collections.aorta.cluster.plugins.plugin_utils._cluster_file import CHANGEME, USER_ID, controller_user
 from ansible_collections.aorta.cluster.plugins.plugin_utils._launch import LaunchError
+from ansible_collections.aorta.cluster.plugins.plugin_utils._vocabulary import CVS_KEYS
 
-TOP = {
-    "aorta_path": "aorta_path",
-    "container_mount_path": "aorta_container_mount_path",
-    "base_config": "aorta_base_config",
-    "environment": "aorta_environment",
-    "training_overrides": "aorta_training_overrides",
-    "build_script": "aorta_build_script",
-    "experiment_script": "aorta_experiment_script",
-    "gpus_per_node": "aorta_gpus_per_node",
-    "timeout_seconds": "aorta_timeout_seconds",
-    "skip_rccl_build": "aorta_skip_rccl_build",
-    "expected_results": "aorta_expected_results",
-}
-BLOCKS: dict[str, dict[str, Any]] = {
-    "docker": {
-        "image": "aorta_docker_image",
-        "container_name": "aorta_docker_container_name",
-        "shm_size": "aorta_docker_shm_size",
-        "network_mode": "aorta_docker_network_mode",
-        "privileged": "aorta_docker_privileged",
-    },
-    "rccl": {"clone_url": None, "branch": "aorta_rccl_branch", "build_path": "aorta_rccl_build_path"},
-    "multi_node": {
-        "master_launch_mode": "aorta_master_launch_mode",
-        "nproc_per_node": "aorta_nproc_per_node",
-        "master_port": "aorta_master_port",
-        "master_addr": "aorta_master_addr",
-        "train_script": "aorta_train_script",
-        "extra_torchrun_args": "aorta_extra_torchrun_args",
-        "extra_train_args": "aorta_extra_train_args",
-        "extra_env": "aorta_extra_env",
-        "collect_traces": "aorta_collect_traces",
-    },
-    # CVS runs TraceLens inside the head container; this collection analyses on the controller.
-    "analysis": {
-        k: None
-        for k in ("enable_tracelens", "enable_gemm_analysis", "tracelens_script", "gemm_script", "skip_if_exists")
-    },
+# The mapped keys come from the vocabulary (each variable's CVS key, roles/variables.yml); the keys
+# accepted but not used are this module's own.
+TOP = {key: name for key, name in CVS_KEYS.items() if "." not in key}
+BLOCKS: dict[str, dict[str, Any]] = {}
+for _key, _name in CVS_KEYS.items():
+    if "." in _key:
+        _block, _sub = _key.split(".", 1)
+        BLOCKS.setdefault(_block, {})[_sub] = _name
+BLOCKS["rccl"]["clone_url"] = None
+# CVS runs TraceLens inside the head container; this collection analyses on the controller.
+BLOCKS["analysis"] = {
+    k: None for k in ("enable_tracelens", "enable_gemm_analysis", "tracelens_script", "gemm_script", "skip_if_exists")
 }
 # Accepted, recorded as not used, with the reason.
 NOT_USED = {

@@ -18,6 +18,7 @@ from typing import Any
 from ansible_collections.aorta.cluster.plugins.module_utils import _supervisor as _sv
 from ansible_collections.aorta.cluster.plugins.plugin_utils import _container, _launch
 from ansible_collections.aorta.cluster.plugins.plugin_utils._launch import LaunchError
+from ansible_collections.aorta.cluster.plugins.plugin_utils._vocabulary import READ_BY
 
 DIAGNOSE_S = 30  # the diagnostics step's bound at the deadline (run_supervisor's default)
 SETUP_MARGIN_S = 600
@@ -83,51 +84,9 @@ def launch_deadlines(
     }
 
 
-# What node_launch reads (the plan below and its own steps), besides the node's own aorta_vpc_ip and rank.
-LAUNCH_NAMES = (
-    "aorta_run_id_resolved",
-    "aorta_connect_timeout",
-    "aorta_results_dir_resolved",
-    "aorta_docker_image",
-    "aorta_image_archive",
-    "aorta_image_archive_remote_dir",
-    "aorta_path",
-    "aorta_base_config",
-    "aorta_train_script",
-    "aorta_experiment_script",
-    "aorta_master_launch_mode",
-    "aorta_master_addr",
-    "aorta_gpus_per_node",
-    "aorta_nproc_per_node",
-    "aorta_extra_env",
-    "aorta_environment",
-    "aorta_rccl_build_path",
-    "aorta_flight_recorder_entries",
-    "aorta_torchrun",
-    "aorta_extra_torchrun_args",
-    "aorta_extra_train_args",
-    "aorta_training_overrides",
-    "aorta_output_dir",
-    "aorta_container_mount_path",
-    "aorta_docker_container_name",
-    "aorta_docker_network_mode",
-    "aorta_docker_shm_size",
-    "aorta_docker_privileged",
-    "aorta_docker_ulimits",
-    "aorta_skip_rccl_build",
-    "aorta_build_script",
-    "aorta_timeout_seconds",
-    "aorta_kill_grace_seconds",
-    "aorta_setup_timeout_seconds",
-    "aorta_heartbeat_timeout",
-    "aorta_diagnose",
-    "aorta_kernel_log_scan",
-    "aorta_lease_dir",
-    "aorta_parse_on_nodes",
-    "aorta_vpc_ip",
-    "aorta_node_rank",
-    "aorta_min_nodes",
-)
+# What node_launch reads (the plan below and its own steps): the role container_launch's variables,
+# in roles/variables.yml.
+LAUNCH_NAMES = READ_BY["container_launch"]
 
 
 def node_launch(
