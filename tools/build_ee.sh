@@ -14,7 +14,7 @@ cache=$repo/build/ee-cache
 work=$repo/build/ee
 mkdir -p "$cache" "$work"
 
-BASE_PKGS=python3,python3-pip,python3-venv,openssh-client,rsync,zstd,ca-certificates,tar,gzip,procps
+BASE_PKGS=python3,python3-pip,python3-venv,openssh-client,zstd,ca-certificates,tar,gzip,procps
 # The host's trust store goes into the base: pip inside the build must trust what the host
 # trusts (a TLS-inspecting proxy's CA, here); on a machine without one it is Debian's own.
 CA_BUNDLE=${EE_CA_BUNDLE:-/etc/ssl/certs/ca-certificates.crt}
@@ -67,17 +67,13 @@ EOF
   rm -rf "$root"
 }
 
-# The collections as tarballs: this checkout's artifact, and the bundled ones the EE pins.
+# The collections as tarballs: this checkout's artifact only. aorta.cluster depends on no other
+# collection (galaxy.yml), so the EE bundles none: no ansible.posix, community.docker or their
+# dependencies to pack.
 dist=$work/dist
 rm -rf "$dist"
 mkdir -p "$dist"
 "$bin/ansible-galaxy" collection build --force --output-path "$dist" . >/dev/null
-bundled=$("$bin/python" -c 'import importlib.metadata as m; print(m.distribution("ansible").locate_file("ansible_collections"))')
-for name in ansible.posix community.docker community.library_inventory_filtering_v1; do
-  dir=$bundled/${name//.//}
-  version=$("$bin/python" -c 'import json,sys; print(json.load(open(sys.argv[1]))["collection_info"]["version"])' "$dir/MANIFEST.json")
-  "$bin/python" tools/ee_local_definition.py --pack "$dir" "$dist/${name//./-}-$version.tar.gz"
-done
 
 # The EE's inputs: the definitions, the collections' file checksums (not the tarballs' timestamps).
 ee_hash=$( {

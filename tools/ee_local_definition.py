@@ -6,8 +6,9 @@ reach (CentOS Stream base, collections from Galaxy). Here neither is reachable, 
 definition is rewritten, and only in these keys:
 - images.base_image: the debootstrapped Debian trixie base (tools/build_ee.sh makes it);
 - dependencies.python_interpreter: trixie's /usr/bin/python3 (3.13), from the base;
-- dependencies.galaxy: every collection as a local tarball (the artifact of this checkout, and
-  the ones the PyPI `ansible` package bundles, at the versions the published file pins);
+- dependencies.galaxy: every collection as a local tarball (today only the artifact of this
+  checkout, which depends on no other collection; a collection the published file pinned from
+  Galaxy would be packed with --pack from the PyPI `ansible` package, at the pinned version);
 - additional_build_files / prepend_galaxy: those tarballs;
 - options: the base's apt wrapper as package manager, and the image's tag.
 Everything else (ansible-core, ansible-runner, the collection's Python and system needs) is the
@@ -48,7 +49,8 @@ def local_definition(published: dict, dist: Path, base_image: str, tag: str) -> 
         if artifact not in tarballs:
             raise SystemExit(f"{dist}: no {artifact} for {name}")
         wanted.append(artifact)
-    # Dependencies of those (community.docker needs community.library_inventory_filtering_v1).
+    # Other tarballs in the dist (a pinned collection's own dependencies, packed beside it) go in
+    # after the pinned ones; with no pinned collection build_ee.sh packs none.
     wanted += [t for t in tarballs if t not in wanted]
     deps["galaxy"] = {"collections": [{"name": f"{IN_CONTEXT}/{t}", "type": "file"} for t in wanted]}
     definition["additional_build_files"] = [{"src": str(dist), "dest": "ee-dist"}]

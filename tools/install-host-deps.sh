@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Install and start what the controller side and the stand-in cluster need on a Debian host:
 # a Docker engine (the machines ship only the client), debootstrap for registry-free images,
-# rsync and ssh for trace pulls. Safe to run twice; says what to install when it cannot.
+# ssh for the nodes, rsync for bench_collect's baseline. Safe to run twice; says what to install when it cannot.
 set -euo pipefail
 
 need_pkgs=()

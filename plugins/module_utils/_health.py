@@ -472,7 +472,6 @@ def gather(options, docker_facts, interface, kernel_scan, run=bounded, which=Non
     facts = gpu_health(options, run, which)
     allow = set(options.get("allow") or DEFAULT_ALLOW)
     facts["processes"] = gpu_processes(facts.pop("listed"), kfd_pids(), allow, own_pid=os.getpid())
-    facts["rsync"] = bool((which or _which)("rsync"))
     timeout = float(options.get("step_timeout") or 30)
     nic = nic_facts(interface, run, min(timeout, 10))
     facts["fingerprint"] = fingerprint(

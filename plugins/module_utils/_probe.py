@@ -13,6 +13,7 @@ AnsibleModule.run_command).
 
 from __future__ import annotations
 
+import csv
 import grp
 import json
 import os
@@ -78,11 +79,38 @@ def disk_facts(path):
     return {"path": path, "free_bytes": free, "total_bytes": total, "error": ""}
 
 
+def amdsmi_list_rows(text):
+    """The GPU rows of ``amd-smi list --csv`` (header ``gpu,bdf,uuid,...``, then one row per GPU
+    starting with its integer index), as dicts keyed by the header; None without a header.
+
+    amd-smi prints its warnings on stdout too, before the header and after the rows (and may end
+    with a blank line): the header is looked for rather than taken to be the first line, and only
+    rows whose ``gpu`` cell is an integer are GPUs.
+    """
+    lines = iter((text or "").splitlines())
+    for line in lines:
+        header = [cell.strip().lower() for cell in next(csv.reader([line]), [])]
+        if "gpu" in header:
+            break
+    else:
+        return None
+    column = header.index("gpu")
+    rows = []
+    for cells in csv.reader(lines):  # the lines after the header
+        index = cells[column].strip() if len(cells) > column else ""
+        if index.isascii() and index.isdigit():
+            rows.append(dict(zip(header, (cell.strip() for cell in cells))))
+    return rows
+
+
 def gpu_count(run):
-    """GPUs amd-smi (else rocm-smi) lists, with the tool that counted them; None when neither answers."""
+    """GPUs amd-smi (else rocm-smi) lists, with the tool that counted them; None when neither answers.
+
+    An amd-smi that answers without a CSV header printed no list this can read: rocm-smi counts then.
+    """
     rc, out, _err = run(["amd-smi", "list", "--csv"])
-    if rc == 0:
-        rows = [line for line in out.splitlines()[1:] if line.strip()]
+    rows = amdsmi_list_rows(out) if rc == 0 else None
+    if rows is not None:
         return {"count": len(rows), "tool": "amd-smi"}
     rc, out, _err = run(["rocm-smi", "--showid", "--csv"])
     if rc == 0:

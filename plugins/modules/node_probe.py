@@ -45,8 +45,8 @@ options:
     description:
       - "Read the node's health and fingerprint too (C(facts.health)): the GPUs amd-smi (else rocm-smi, else
         C(/dev/dri/renderD*)) sees and how long it takes to answer, the processes already holding a GPU (by pid,
-        name and user), ECC counts, the kernel log's GPU and NIC errors since the previous probe, whether rsync is
-        there, and the kernel, ROCm, amdgpu, GPU model, VBIOS, fabric NIC, docker and image versions."
+        name and user), ECC counts, the kernel log's GPU and NIC errors since the previous probe, and the kernel,
+        ROCm, amdgpu, GPU model, VBIOS, fabric NIC, docker and image versions."
       - "Each tool runs in its own session for at most O(health.step_timeout) seconds and is killed, never
         waited on, when it overruns; after a GPU tool has timed out no other GPU tool is started."
     type: dict
@@ -171,7 +171,9 @@ options:
         description: O(health.step_timeout), for the messages.
         type: float
       collect:
-        description: Whether the traces are collected (rsync is then needed).
+        description:
+          - Whether the traces are collected. No check depends on it any more; the traces stream over the
+            node's own connection (M(aorta.cluster.node_end)), so the node needs no rsync.
         type: bool
   pyspy:
     description:

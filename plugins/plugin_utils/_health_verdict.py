@@ -35,7 +35,8 @@ FIRST_NODES = 3  # nodes named per drift line before "and N more"
 
 def judge(node: str, health: Mapping[str, Any] | None, expect: Mapping[str, Any]) -> list[str]:
     """One ``preflight[health]`` line per failed check. ``expect`` keys: require_gpu, gpus_needed,
-    slow_s (the GPU tool's answer bound), step_timeout, collect (whether rsync is needed)."""
+    slow_s (the GPU tool's answer bound), step_timeout. The node needs no rsync: node_end streams
+    the traces over the node's own Ansible connection, so its absence fails nothing."""
     if not health:
         return []
     failures: list[str] = []
@@ -79,8 +80,6 @@ def judge(node: str, health: Mapping[str, Any] | None, expect: Mapping[str, Any]
             f"preflight[health]: {node}: {len(bad)} GPU/NIC error(s) in the kernel log since "
             f"{kernel.get('since_source', 'the window')} ({', '.join(kinds)}): {bad[-1]['line'][:160]}"
         )
-    if expect.get("collect") and health.get("rsync") is False:
-        failures.append(f"preflight[health]: {node}: rsync is not installed (it pulls the traces): install it")
     return failures
 
 

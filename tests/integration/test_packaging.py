@@ -6,7 +6,6 @@ ansible-builder renders the execution environment's build context from the same 
 
 from __future__ import annotations
 
-import importlib.metadata
 import json
 import os
 import shutil
@@ -89,7 +88,8 @@ def test_execution_environment_context_renders_from_the_artifact(artifact, tmp_p
     assert (context / "_build" / "aorta-dist" / ARTIFACT).is_file()
     requirements = yaml.safe_load((context / "_build" / "requirements.yml").read_text())
     names = [c["name"] for c in requirements["collections"]]
-    assert f"/tmp/aorta-dist/{ARTIFACT}" in names and "ansible.posix" in names
+    # The artifact alone: aorta.cluster depends on no other collection.
+    assert names == [f"/tmp/aorta-dist/{ARTIFACT}"]
 
 
 @pytest.mark.standin
@@ -161,38 +161,77 @@ def test_the_runtime_venv_holds_no_development_tool(user_bin):
     assert not installed & {"ansible", "ansible-lint", "molecule", "pytest", "mypy", "ansible-builder"}
 
 
+def as_user(user_bin: Path, cwd: Path, env: dict, *argv: str, timeout: int = 600) -> subprocess.CompletedProcess:
+    """One of the clean venv's commands, run where the user runs it (outside the checkout)."""
+    return subprocess.run(
+        [str(user_bin / argv[0]), *argv[1:]],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+
+
+# One plugin of each type the collection has, as `ansible-doc -t <type>` names it.
+DOCUMENTED = (
+    ("module", "aorta.cluster.free_port"),  # a module on its own
+    ("module", "aorta.cluster.node_probe"),  # a module its action plugin runs
+    ("inventory", "aorta.cluster.cluster_json"),
+    ("lookup", "aorta.cluster.cluster_hosts"),
+    ("filter", "aorta.cluster.master_addr"),
+    ("role", "aorta.cluster.preflight"),
+)
+
+
+def test_the_artifact_installs_offline_with_its_dependencies_and_documents_each_plugin_type(
+    artifact, user_bin, tmp_path
+):
+    """A new user on an air-gapped controller: `ansible-galaxy collection install` of the artifact,
+    dependencies resolved (no --no-deps) and Galaxy unreachable (--offline), into the clean venv
+    that holds ansible-core and no bundled collection; then ansible-doc answers for every plugin
+    type from that install alone (no checkout ansible.cfg, working directory outside the checkout)."""
+    fresh = tmp_path / "collections"
+    env = outside_env(tmp_path, fresh)
+    installed = as_user(
+        user_bin, tmp_path, env, "ansible-galaxy", "collection", "install", "--offline", "-p", str(fresh), str(artifact)
+    )
+    assert installed.returncode == 0, installed.stdout + installed.stderr
+    with tarfile.open(artifact) as tar:
+        manifest = json.load(tar.extractfile("MANIFEST.json"))
+    assert manifest["collection_info"]["dependencies"] == {}
+    # Nothing but aorta.cluster was installed: it needs no other collection.
+    namespaces = sorted(p.name for p in (fresh / "ansible_collections").iterdir() if p.is_dir())
+    assert namespaces == ["aorta"], namespaces
+    assert sorted(p.name for p in (fresh / "ansible_collections" / "aorta").iterdir()) == ["cluster"]
+
+    listed = as_user(user_bin, tmp_path, env, "ansible-doc", "--list", "aorta.cluster")
+    assert listed.returncode == 0, listed.stdout + listed.stderr
+    for kind, name in DOCUMENTED:
+        if kind == "module":
+            assert name in listed.stdout, (name, listed.stdout)
+    for kind, name in DOCUMENTED:
+        doc = as_user(user_bin, tmp_path, env, "ansible-doc", "-t", kind, name)
+        assert doc.returncode == 0, (kind, name, doc.stdout + doc.stderr)
+        assert name in doc.stdout, (kind, name, doc.stdout[:2000])
+
+
 @pytest.mark.standin
 def test_a_users_install_in_a_clean_venv_reports_and_checks(artifact, user_bin, standin_cluster, tmp_path):
-    """The README's install, step by step, from a directory outside the checkout: the artifact and
-    ansible.posix installed with the clean venv's ansible-galaxy (offline here: Galaxy is not
-    reachable, so ansible.posix comes packed from the PyPI `ansible` package, as Galaxy would serve
-    it), then trace_report.yml on real traces and --check against the stand-in cluster."""
+    """The README's install, step by step, from a directory outside the checkout: the artifact
+    installed with the clean venv's ansible-galaxy (offline: it depends on no other collection),
+    then trace_report.yml on real traces and --check against the stand-in cluster."""
     fresh = tmp_path / "collections"
     env = outside_env(tmp_path, fresh)
     env["PATH"] = f"{user_bin}{os.pathsep}{env['PATH']}"
-    posix_dir = Path(importlib.metadata.distribution("ansible").locate_file("ansible_collections")) / "ansible/posix"
-    posix = tmp_path / "ansible-posix.tar.gz"
-    packed = run(
-        ["python", str(REPO / "tools" / "ee_local_definition.py"), "--pack", str(posix_dir), str(posix)], tmp_path
-    )
-    assert packed.returncode == 0, packed.stderr
 
     def user(*argv: str, timeout: int = 600) -> subprocess.CompletedProcess:
-        return subprocess.run(
-            [str(user_bin / argv[0]), *argv[1:]],
-            cwd=tmp_path,
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-            check=False,
-        )
+        return as_user(user_bin, tmp_path, env, *argv, timeout=timeout)
 
-    installed = user(
-        "ansible-galaxy", "collection", "install", "--offline", "-p", str(fresh), str(artifact), str(posix)
-    )
+    installed = user("ansible-galaxy", "collection", "install", "--offline", "-p", str(fresh), str(artifact))
     assert installed.returncode == 0, installed.stdout + installed.stderr
-    assert (fresh / "ansible_collections" / "ansible" / "posix" / "MANIFEST.json").is_file()
+    assert (fresh / "ansible_collections" / "aorta" / "cluster" / "MANIFEST.json").is_file()
 
     traces = tmp_path / "traces"
     traces.mkdir()

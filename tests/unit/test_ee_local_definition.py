@@ -28,21 +28,35 @@ def published() -> dict:
 
 def test_the_local_definition_changes_only_the_unreachable_parts(tmp_path):
     definition = published()
-    names = ["aorta-cluster-0.1.0.tar.gz", "ansible-posix-2.2.2.tar.gz", "community-docker-5.4.0.tar.gz"]
-    for name in [*names, "community-library_inventory_filtering_v1-1.1.5.tar.gz"]:
+    names = ["aorta-cluster-0.1.0.tar.gz"]  # the artifact alone: aorta.cluster depends on no collection
+    for name in names:
         (tmp_path / name).write_bytes(b"")
     local = tool.local_definition(definition, tmp_path, "aorta-ee-base:abc", "aorta-cluster-ee:def")
     validate_schema(local)
     assert local["images"] == {"base_image": {"name": "aorta-ee-base:abc"}}
     assert local["dependencies"]["python_interpreter"]["python_path"] == "/usr/bin/python3"
     sources = [c["name"] for c in local["dependencies"]["galaxy"]["collections"]]
-    assert [Path(s).name for s in sources[:3]] == names  # the published ones first, in order
+    assert sources == [f"{tool.IN_CONTEXT}/{name}" for name in names]
     assert all(c["type"] == "file" for c in local["dependencies"]["galaxy"]["collections"])
     assert local["options"]["package_manager_path"] == "/usr/local/bin/ee-apt"
     assert local["options"]["tags"] == ["aorta-cluster-ee:def"]
     for key in ("ansible_core", "ansible_runner", "system", "python"):
         assert local["dependencies"].get(key) == definition["dependencies"].get(key), key
     assert definition == published()  # the published definition is not touched
+
+
+def test_a_pinned_galaxy_collection_comes_from_the_dist_with_its_dependencies_after_it(tmp_path):
+    # The published file pins none today; one pinned again is taken from its packed tarball.
+    definition = published()
+    definition["dependencies"]["galaxy"]["collections"].append({"name": "ansible.posix", "version": "2.2.2"})
+    names = ["aorta-cluster-0.1.0.tar.gz", "ansible-posix-2.2.2.tar.gz", "community-dependency-1.0.0.tar.gz"]
+    for name in names:
+        (tmp_path / name).write_bytes(b"")
+    local = tool.local_definition(definition, tmp_path, "b", "t")
+    validate_schema(local)
+    assert [c["name"] for c in local["dependencies"]["galaxy"]["collections"]] == [
+        f"{tool.IN_CONTEXT}/{name}" for name in names
+    ]
 
 
 def test_a_collection_the_definition_pins_but_the_dist_lacks_is_named(tmp_path):

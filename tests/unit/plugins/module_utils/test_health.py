@@ -170,11 +170,13 @@ def _alive(pid: int) -> bool:
 # --- the whole gather, with the stand-in amd-smi --------------------------------------------
 
 
-def standin_which(tmp_path, knobs, tools=("amd-smi", "rsync")):
+def standin_which(tmp_path, knobs, tools=("amd-smi",), asked=None):
     (tmp_path / "gpu.json").write_text(json.dumps(knobs))
     os.environ["AORTA_STANDIN_GPU"] = str(tmp_path / "gpu.json")
 
     def which(name):
+        if asked is not None:
+            asked.append(name)
         if name not in tools:
             return None
         return str(STANDIN / name) if (STANDIN / name).exists() else "/usr/bin/" + name
@@ -187,7 +189,7 @@ def no_kernel(start, end, runner, timeout):
 
 
 def gather(tmp_path, knobs, **options):
-    which = standin_which(tmp_path, knobs, options.pop("tools", ("amd-smi", "rsync")))
+    which = standin_which(tmp_path, knobs, options.pop("tools", ("amd-smi",)), options.pop("asked", None))
     opts = {"step_timeout": 5, "since_dir": str(tmp_path), "window_s": 3600, **options}
     try:
         return _health.gather(opts, {"docker": {"version": "27.1"}, "image_id": "sha256:1"}, "", no_kernel, which=which)
@@ -196,7 +198,8 @@ def gather(tmp_path, knobs, **options):
 
 
 def test_gather_with_a_healthy_standin_tool(tmp_path):
-    facts = gather(tmp_path, {"gpus": 8})
+    asked = []
+    facts = gather(tmp_path, {"gpus": 8}, asked=asked)
     assert facts["tool"] == "amd-smi"
     assert facts["count"]["logical"] == 8
     assert [s["name"] for s in facts["steps"]] == [
@@ -206,7 +209,9 @@ def test_gather_with_a_healthy_standin_tool(tmp_path):
         "amd-smi metric --ecc",
         "amd-smi version",
     ]
-    assert facts["processes"] == [] and facts["ecc"]["uncorrectable"] == 0 and facts["rsync"]
+    assert facts["processes"] == [] and facts["ecc"]["uncorrectable"] == 0
+    # Nothing on the node runs rsync (node_end streams the traces): it is neither looked for nor said.
+    assert "rsync" not in asked and "rsync" not in facts
     fp = facts["fingerprint"]
     assert (fp["amdgpu"], fp["rocm"], fp["docker"], fp["image_id"]) == ("6.8.5", "6.2.4", "27.1", "sha256:1")
     assert fp["kernel"] == os.uname().release
@@ -236,7 +241,6 @@ def test_gather_falls_back_to_rocm_smi_then_to_render_nodes(tmp_path):
     facts = gather(tmp_path, {"gpus": 4, "partitions": 2}, tools=("rocm-smi",))
     assert facts["tool"] == "rocm-smi"
     assert (facts["count"]["logical"], facts["count"]["physical"], facts["count"]["partitioned"]) == (8, 4, True)
-    assert facts["rsync"] is False
     none = gather(tmp_path, {}, tools=())
     assert none["tool"] == "/dev/dri/renderD*" and none["steps"] == []
 

@@ -61,6 +61,52 @@ def test_gpu_count_without_any_tool_is_none():
     assert _probe.gpu_count(lambda argv: (0, csv, "")) == {"count": 2, "tool": "amd-smi"}
 
 
+# `amd-smi list --csv` with the columns of ROCm 6.2+ (gpu_tools/amdsmi_list_rocm62.json, as CSV).
+AMDSMI_LIST_CSV = (
+    "gpu,bdf,uuid,kfd_id,node_id,partition_id\n"
+    "0,0000:05:00.0,00ff74a1-0000-1000-80a9-e5e3b05a1b50,45412,2,0\n"
+    "1,0000:26:00.0,01ff74a1-0000-1000-80a9-e5e3b05a1b51,45419,3,0\n"
+)
+
+
+def amdsmi(out, rc=0):
+    def run(argv):
+        if argv[0] == "amd-smi":
+            return rc, out, ""
+        return 127, "", "rocm-smi: not found"
+
+    return run
+
+
+def test_amd_smi_warnings_on_stdout_are_not_gpus():
+    # amd-smi prints its warnings on stdout, before the header and after the rows.
+    before = "WARNING: User is missing the following required groups: render, video\n"
+    after = "\nWARNING: amdgpu driver version 6.8.5 is older than expected, results may vary\n\n"
+    assert _probe.gpu_count(amdsmi(AMDSMI_LIST_CSV)) == {"count": 2, "tool": "amd-smi"}
+    assert _probe.gpu_count(amdsmi(before + AMDSMI_LIST_CSV)) == {"count": 2, "tool": "amd-smi"}
+    assert _probe.gpu_count(amdsmi(AMDSMI_LIST_CSV + after)) == {"count": 2, "tool": "amd-smi"}
+    assert _probe.gpu_count(amdsmi(before + before + AMDSMI_LIST_CSV + after)) == {"count": 2, "tool": "amd-smi"}
+
+
+def test_amd_smi_rows_are_read_by_the_header_not_by_position():
+    rows = _probe.amdsmi_list_rows("WARNING: x, y\n" + AMDSMI_LIST_CSV + "Total GPUs,2\n")
+    assert [(r["gpu"], r["bdf"], r["partition_id"]) for r in rows] == [
+        ("0", "0000:05:00.0", "0"),
+        ("1", "0000:26:00.0", "0"),
+    ]
+    assert _probe.amdsmi_list_rows("gpu,bdf\n") == []  # a node without GPUs
+    assert _probe.amdsmi_list_rows("WARNING: no GPU found\n") is None  # no list at all
+
+
+def test_an_amd_smi_answer_without_a_csv_list_lets_rocm_smi_count():
+    def run(argv):
+        if argv[0] == "amd-smi":
+            return 0, "WARNING: amdgpu driver not loaded\n", ""
+        return 0, "card0,0x74a1\ncard1,0x74a1\n", ""
+
+    assert _probe.gpu_count(run) == {"count": 2, "tool": "rocm-smi"}
+
+
 def test_interfaces_error_is_reported_not_raised():
     assert (
         _probe.interfaces(lambda argv: (1, "", 'Object "address" is unknown\n'))["error"]

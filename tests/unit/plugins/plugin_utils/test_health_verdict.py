@@ -88,12 +88,14 @@ def test_kernel_errors_fail_by_kind_and_an_unreadable_log_does_not():
     assert _health_verdict.summary(unreadable)["kernel"] == "unknown"
 
 
-def test_rsync_is_needed_only_when_traces_are_collected():
+def test_a_node_without_rsync_passes_even_when_traces_are_collected():
+    # node_end streams the traces over the node's own connection: nothing on the node runs rsync.
     no_rsync = healthy(rsync=False)
-    assert _health_verdict.judge("n6", no_rsync, EXPECT) == [
-        "preflight[health]: n6: rsync is not installed (it pulls the traces): install it"
-    ]
+    assert _health_verdict.judge("n6", no_rsync, EXPECT) == []
     assert _health_verdict.judge("n6", no_rsync, dict(EXPECT, collect=False)) == []
+    without_key = healthy()
+    del without_key["rsync"]
+    assert _health_verdict.judge("n6", without_key, EXPECT) == []
 
 
 def test_summary_keeps_counts_not_output():
