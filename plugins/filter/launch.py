@@ -10,7 +10,6 @@ from ansible.errors import AnsibleFilterError
 from ansible_collections.aorta.cluster.plugins.plugin_utils import (
     _cluster_file,
     _container,
-    _cvs_config,
     _health_verdict,
     _launch,
     _plan,
@@ -48,7 +47,6 @@ class FilterModule:
             "node_line": _filter(_run.node_line),
             "node_table": _filter(_run.node_table),
             "torchrun_failure": _filter(_run.torchrun_failure),
-            "cvs_config": _filter(_cvs_config.cvs_config),
             "launch_deadlines": _filter(_plan.launch_deadlines),
             "partial_cluster": _filter(_cluster_file.partial_cluster),
             "setup_failure": _filter(_run.setup_failure),

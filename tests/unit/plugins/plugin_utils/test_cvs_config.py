@@ -5,16 +5,14 @@ from __future__ import annotations
 
 import pytest
 import yaml
-from ansible.errors import AnsibleFilterError
 
-from ansible_collections.aorta.cluster.plugins.filter.launch import FilterModule
-
-F = FilterModule().filters()
+from ansible_collections.aorta.cluster.plugins.plugin_utils._cvs_config import cvs_config
+from ansible_collections.aorta.cluster.plugins.plugin_utils._launch import LaunchError
 
 
 def test_the_example_cvs_file_maps_completely(repo):
     data = yaml.safe_load((repo / "inventories" / "example" / "aorta_benchmark.yaml").read_text())
-    mapped = F["cvs_config"](data, "aorta_benchmark.yaml", "alice")
+    mapped = cvs_config(data, "aorta_benchmark.yaml", "alice")
     v = mapped["vars"]
     assert v["aorta_path"] == "/home/alice/aorta"
     assert v["aorta_docker_image"] == "jeffdaily/pytorch:torchrec-dlrm-complete"
@@ -43,10 +41,10 @@ def test_the_example_cvs_file_maps_completely(repo):
     ],
 )
 def test_bad_cvs_files_are_clear_errors(data, words):
-    with pytest.raises(AnsibleFilterError, match=words.replace(".", r"\.")):
-        F["cvs_config"](data, "f.yaml", "u")
+    with pytest.raises(LaunchError, match=words.replace(".", r"\.")):
+        cvs_config(data, "f.yaml", "u")
 
 
 def test_zero_means_auto_like_cvs():
-    mapped = F["cvs_config"]({"multi_node": {"master_port": 0, "nproc_per_node": 0}}, "f.yaml", "u")
+    mapped = cvs_config({"multi_node": {"master_port": 0, "nproc_per_node": 0}}, "f.yaml", "u")
     assert mapped["vars"]["aorta_master_port"] is None and mapped["vars"]["aorta_nproc_per_node"] is None
