@@ -46,7 +46,13 @@ def amd_smi(args: list[str], k: dict, gpus: range, partitions: int) -> int:
             }
             for g in gpus
         ]
-        print(json.dumps(rows, indent=4))
+        if "--csv" in args:
+            # As amd-smi 24.x prints it: a header, then one row per GPU (partition).
+            print("gpu,gpu_bdf,gpu_uuid,kfd_id,node_id,partition_id")
+            for r in rows:
+                print(f"{r['gpu']},{r['bdf']},{r['uuid']},{r['kfd_id']},{r['node_id']},{r['partition_id']}")
+        else:
+            print(json.dumps(rows, indent=4))
     elif command == "static":
         gpu_data(
             [
