@@ -1,7 +1,8 @@
 """Controller memory per fork: what forks >= nodes costs on a large cluster.
 
-The launch needs every node's task in flight at once (forks >= nodes), so a 1000-node run keeps
-about 1000 ansible-playbook worker processes alive on the controller. Measured in one run: the
+With forks >= nodes (docs/scale.md: no node waits for a fork, the main process does not loop
+waiting for one), a 1000-node run keeps about 1000 ansible-playbook worker processes alive on the
+controller. Measured in one run: the
 summed PSS of all ansible-playbook processes while a task holds every fork open, at a baseline of
 10 forks and at N forks (AORTA_BENCH_FORKS, default 200), local connection (so no ssh processes).
   per_fork_mb   (PSS at N - PSS at 10) / (workers at N - workers at 10)

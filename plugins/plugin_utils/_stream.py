@@ -5,9 +5,10 @@
 
 Private to this collection. The node runs module_utils/_traces.py itself (``python3 - ROOT FLOOR
 COMPRESSION``, the file's text on stdin), which reads each file once, hashes it and writes a
-compressed tar to the SSH channel; here that channel goes straight into zstd and the extraction,
-which hashes each file as it writes it. Nothing waits for a whole archive: the node's disk,
-compression, the wire and the controller's disk work together, as rsync's do, on 8-16x fewer bytes.
+compressed tar to the SSH channel; here that channel goes straight into zstd (a gzip or plain
+stream straight into Python's tarfile) and the extraction, which hashes each file as it writes it.
+Nothing waits for a whole archive: the node's disk, compression, the wire and the controller's disk
+work together, as rsync's do, on 8-16x fewer bytes.
 """
 
 from __future__ import annotations
