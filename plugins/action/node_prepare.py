@@ -12,10 +12,10 @@ from ansible.errors import AnsibleConnectionFailure
 from ansible.utils.display import Display
 
 from ansible_collections.aorta.cluster.plugins.action.node_probe import ActionModule as ProbeAction
+from ansible_collections.aorta.cluster.plugins.module_utils import _time_bounds
 from ansible_collections.aorta.cluster.plugins.plugin_utils import _settings
 from ansible_collections.aorta.cluster.plugins.plugin_utils._cluster_file import partial_cluster
 from ansible_collections.aorta.cluster.plugins.plugin_utils._launch import LaunchError, launch_mode
-from ansible_collections.aorta.cluster.plugins.plugin_utils._plan import launch_deadlines
 from ansible_collections.aorta.cluster.plugins.plugin_utils._tools import pyspy_plan
 from ansible_collections.aorta.cluster.plugins.plugin_utils._vocabulary import READ_BY
 
@@ -29,9 +29,9 @@ EXCLUDED_NAMES = ("aorta_run_id_resolved", "aorta_results_dir_resolved")
 
 
 def health_bound(s: dict[str, Any]) -> float:
-    """The longest the health checks can take on one node: each GPU tool step, the NIC's and the
-    kernel log's (0 when they are off)."""
-    return 6 * float(s["aorta_health_step_timeout"]) + 30 if s["aorta_health_checks"] else 0.0
+    """The longest the health checks can take on one node (``_time_bounds.health_bound_s``, which the
+    prepare task's timeout counts too)."""
+    return _time_bounds.health_bound_s(s["aorta_health_step_timeout"], s["aorta_health_checks"])
 
 
 def head_file(results_dir: str) -> str:
@@ -144,8 +144,9 @@ class ActionModule(ProbeAction):
                 _settings.write_json(shared, verdict)
             return exclude(result) if s["aorta_exclude_unhealthy"] else result
         # Bounded below the task's own timeout, so that a head that hangs is named, not this node.
-        own_bound = float(s["aorta_connect_timeout"]) + float(s["aorta_fabric_check_timeout"]) + 60 + health_bound(s)
-        wait_s = max(10.0, float(self._task.timeout or 600) - own_bound)
+        wait_s = _time_bounds.head_wait_s(
+            self._task.timeout, s["aorta_connect_timeout"], s["aorta_fabric_check_timeout"], health_bound(s)
+        )
         seen = _settings.wait_json(shared, wait_s, run_id=s["aorta_run_id_resolved"])
         if not seen or not seen.get("ok") or not seen.get("port"):
             if s["aorta_exclude_unhealthy"] and seen is not None:
@@ -227,9 +228,6 @@ class ActionModule(ProbeAction):
         node = str(task_vars.get("inventory_hostname"))
         script = s["aorta_experiment_script"] if mode == "script" else s["aorta_train_script"]
         paths = [s["aorta_base_config"], script]
-        deadlines = launch_deadlines(
-            s["aorta_timeout_seconds"], s["aorta_kill_grace_seconds"], s["aorta_setup_timeout_seconds"]
-        )
         archive = str(s["aorta_image_archive"] or "")
         args: dict[str, Any] = {
             "docker": "docker",
@@ -245,7 +243,7 @@ class ActionModule(ProbeAction):
                 "run_id": s["aorta_run_id_resolved"],
                 "directory": s["aorta_lease_dir"],
                 # Until the supervisor takes the lease over with its own process and the run's deadline.
-                "expires_in": deadlines["setup_lease_s"],
+                "expires_in": _time_bounds.setup_lease_s(int(s["aorta_setup_timeout_seconds"])),
             },
             "expect": {
                 "image": s["aorta_docker_image"],

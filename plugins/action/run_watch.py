@@ -2,11 +2,11 @@
 # GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
 
-"""The controller side of aorta.cluster.run_watch (documented in plugins/modules/run_watch.py)."""
+"""The controller side of aorta.cluster.run_watch (documented in plugins/modules/run_watch.py); its
+loop is plugin_utils/_watch.py's ``watch``, the same as each node's own wait."""
 
 from __future__ import annotations
 
-import contextlib
 from typing import Any
 
 from ansible.errors import AnsibleConnectionFailure
@@ -14,7 +14,6 @@ from ansible.plugins.action import ActionBase
 from ansible.utils.display import Display
 
 from ansible_collections.aorta.cluster.plugins.plugin_utils import _watch
-from ansible_collections.aorta.cluster.plugins.plugin_utils._progress import progress_line, save_snapshot
 
 display = Display()
 
@@ -41,34 +40,20 @@ class ActionModule(ActionBase):
         poll = max(1, int(args.get("poll_seconds") or 15))
         command = _watch.long_poll_command(str(args["status_path"]), str(args["aggregate_path"]), poll)
         head = str(args.get("head") or (task_vars or {}).get("inventory_hostname", "head"))
-        progress_dir = args.get("progress_dir")
+        progress_dir = str(args["progress_dir"]) if args.get("progress_dir") else None
         total_nodes = int(args.get("total_nodes") or 1)
         total_steps = int(args["total_steps"]) if args.get("total_steps") else None
 
-        def read():
+        def remote(line: str) -> dict[str, Any]:
             try:
-                res = self._low_level_execute_command(command, sudoable=False)
+                return self._low_level_execute_command(line, sudoable=False)
             except AnsibleConnectionFailure as exc:
                 raise _watch.Unreachable(str(exc)) from None
-            return _watch.parse(res.get("stdout") or "") if res.get("rc") == 0 else (None, None)
-
-        def on_poll(aggregate, status):
-            if status is not None and progress_dir:
-                with contextlib.suppress(OSError):
-                    if status.get("finished") and aggregate is not None:
-                        # At the end, every node as the head last heard it: the line the nodes'
-                        # own waits print next counts them all, until each node's record replaces it.
-                        for name, snap in _watch.snapshots(aggregate, status).items():
-                            save_snapshot(str(progress_dir), name, snap)
-                    # The head's record, silent_nodes included, where every node's own wait looks.
-                    save_snapshot(str(progress_dir), head, status)
-            if aggregate is not None:
-                display.display(progress_line(_watch.snapshots(aggregate, status), total_nodes, total_steps))
 
         seen = _watch.watch(
-            read,
+            _watch.reader(remote, command),
             int(args["timeout_seconds"]),
-            on_poll,
+            _watch.head_poll(progress_dir, head, total_nodes, total_steps, display.display),
             lost_polls=int(args.get("unreachable_polls") or 3),
             poll_s=poll,
         )

@@ -9,7 +9,7 @@ Private to this collection. Runs on the node's Python (>= 3.9 syntax).
 Why UDP on the head's fabric address, at the rendezvous port's number: one socket on the head
 whatever the node count (no open file per node at 1000 nodes), no listener on any worker, and a
 worker that cannot reach it learns so before its ranks start. A report is one datagram; a lost one
-is covered by the next (every ``HEARTBEAT_S``).
+is covered by the next (every ``_time_bounds.HEARTBEAT_S``).
 
 Every datagram, both ways, is JSON ``{"v", "run", "node", "seq", "body", "mac"}`` where ``mac`` is
 HMAC-SHA256 over (run id, node, sequence number, body), keyed by the run's secret. The aggregator
@@ -38,10 +38,10 @@ import socket
 import threading
 import time
 
+from ansible_collections.aorta.cluster.plugins.module_utils._time_bounds import FINAL_REPORT_TRIES, REPLY_WAIT_S
+
 VERSION = 1
 MAX_DATAGRAM = 8192  # a report is a few hundred bytes; anything larger is refused unread
-HEARTBEAT_S = 3.0  # how often a node reports
-REPLY_WAIT_S = 1.0  # how long a worker waits for the head's answer to one report
 JOIN_POLL_S = 0.5  # how often a node waiting for every node to join asks again
 AGGREGATE_EVERY_S = 2.0  # how often the head rewrites the aggregate file
 SCAN_EVERY_S = 1.0  # how often the silence scan (every node) runs: not once per datagram
@@ -431,7 +431,7 @@ class WorkerWatch:
         return stop
 
     def finish(self, body):
-        for _attempt in range(3):  # a lost datagram is asked again; a gone head is not waited for
+        for _attempt in range(FINAL_REPORT_TRIES):  # a lost datagram is asked again; a gone head is not waited for
             if self.link.report(body) is not None:
                 break
 

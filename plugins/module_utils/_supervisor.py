@@ -22,39 +22,19 @@ import re
 import signal
 import time
 
-from ansible_collections.aorta.cluster.plugins.module_utils import _aggregator, _kernel_log
+from ansible_collections.aorta.cluster.plugins.module_utils._time_bounds import (
+    CLEANUP_COMMAND_S,
+    DIAGNOSE_S,
+    HEARTBEAT_S,
+    KILL_GROUP_WAIT_S,
+    KILL_WAIT_S,
+    REAP_AFTER_KILL_S,
+    SIGNAL_COMMAND_S,
+)
 
 TAIL_BYTES = 256 * 1024
-# Every wait of the supervisor's own, named so that the controller's bounds are derived from them
-# (plugin_utils/_plan.py) and a test adds them up.
-REAP_AFTER_KILL_S = 5  # run_bounded: after its SIGKILL, how long the killed command may take to go
-SIGNAL_COMMAND_S = 15  # the docker exec that sends SIGTERM or SIGKILL inside the container
-KILL_WAIT_S = 10  # after SIGKILL: the workload's end
-KILL_GROUP_WAIT_S = 5  # then the stuck launch command's own end, after its group is killed
-CLEANUP_COMMAND_S = 120  # each cleanup command (hand-back of the files, container removal)
-FABRIC_CHECK_S = 5  # the fabric check when the run did not end well (3 s connection, with room)
-NODE_SCAN_S = _kernel_log.WORST_S  # the kernel log scan: journalctl, then dmesg
-FINAL_REPORT_S = 3 * _aggregator.REPLY_WAIT_S  # the final report to the head: three tries
-
-
-def stop_bound_s(grace_seconds, diagnose_seconds, cleanup_commands=2):
-    """The longest a supervisor takes from its deadline (or the head's stop) to its end, from the
-    waits above: fabric check, capture (its last step killed at the budget's end), SIGTERM's docker
-    exec, the grace, SIGKILL's, the waits after SIGKILL, the cleanup commands, the kernel log scan
-    and the final report."""
-    signal_command = SIGNAL_COMMAND_S + REAP_AFTER_KILL_S
-    return (
-        FABRIC_CHECK_S
-        + diagnose_seconds
-        + REAP_AFTER_KILL_S
-        + 2 * signal_command
-        + grace_seconds
-        + KILL_WAIT_S
-        + KILL_GROUP_WAIT_S
-        + cleanup_commands * (CLEANUP_COMMAND_S + REAP_AFTER_KILL_S)
-        + NODE_SCAN_S
-        + FINAL_REPORT_S
-    )
+# Every wait of the supervisor's own is named in module_utils/_time_bounds.py, where its stop bound
+# (stop_bound_s) and every controller bound around it are derived from them.
 
 
 def spawn(argv, output_path=None):
@@ -204,7 +184,7 @@ class Supervisor:
         term_argv=None,
         kill_argv=None,
         diagnose_argvs=(),
-        diagnose_seconds=30,
+        diagnose_seconds=DIAGNOSE_S,
         node_scan=None,
         fabric_check=None,
         disk_check=None,
@@ -214,7 +194,7 @@ class Supervisor:
         progress=None,
         record=None,
         watch=None,
-        heartbeat_every=3.0,
+        heartbeat_every=HEARTBEAT_S,
         poll_seconds=0.5,
         status_every=2.0,
         progress_every=5.0,

@@ -258,7 +258,7 @@ attributes:
     support: none
 notes:
   - "Under C(async) instead of O(detach), give the task the C(async_s) of the
-    C(aorta.cluster.launch_deadlines) filter (plugins/plugin_utils/_plan.py: the deadline, the diagnostics,
+    C(aorta.cluster.launch_deadlines) filter (plugins/module_utils/_time_bounds.py: the deadline, the diagnostics,
     the grace, the kill wait and the clean-up, plus the controller's wait and a margin): Ansible's async
     wrapper kills its job at that limit."
 """
@@ -339,12 +339,9 @@ from ansible_collections.aorta.cluster.plugins.module_utils._lease import (
 from ansible_collections.aorta.cluster.plugins.module_utils._supervisor import (
     Supervisor,
     metrics_progress,
-    stop_bound_s,
     write_json_atomic,
 )
-
-# Past the supervisor's own worst-case stop (module_utils/_supervisor.py stop_bound_s), with room.
-LEASE_MARGIN_S = 30
+from ansible_collections.aorta.cluster.plugins.module_utils._time_bounds import DIAGNOSE_S, HEARTBEAT_S, run_lease_s
 
 
 class Refused(Exception):
@@ -448,7 +445,7 @@ def main() -> None:
             "pyspy_path": {"type": "path"},
             "pyspy_sha256": {"type": "str"},
             "diagnose_command": {"type": "list", "elements": "str", "default": []},
-            "diagnose_seconds": {"type": "int", "default": 30},
+            "diagnose_seconds": {"type": "int", "default": DIAGNOSE_S},
             "fabric": {
                 "type": "dict",
                 "options": {
@@ -468,7 +465,7 @@ def main() -> None:
                     "head_address": {"type": "str", "required": True},
                     "port": {"type": "int", "required": True},
                     "secret": {"type": "str", "required": True, "no_log": True},
-                    "heartbeat_seconds": {"type": "float", "default": 3},
+                    "heartbeat_seconds": {"type": "float", "default": HEARTBEAT_S},
                     "heartbeat_timeout": {"type": "float", "default": 30},
                     "join_timeout": {"type": "float", "default": 120},
                     "stopping_timeout": {"type": "float", "default": 330},
@@ -579,10 +576,11 @@ def prepare(p, path, launch, cleanup, diagnose, capture_note):
     docker, container = p["docker"], p["container"]
     lease = Lease(p["directory"])
     now = time.time()
-    stop_s = stop_bound_s(p["grace_seconds"], p["diagnose_seconds"], len(cleanup))
-    expires = now + p["timeout_seconds"] + stop_s + LEASE_MARGIN_S
-    if p["watch"] and p["watch"]["nodes"]:  # the head serves the others after its own end
-        expires += p["watch"]["stopping_timeout"]
+    # The head serves the others after its own end: its lease holds for that too.
+    serving = p["watch"]["stopping_timeout"] if p["watch"] and p["watch"]["nodes"] else 0
+    expires = now + run_lease_s(
+        p["timeout_seconds"], p["grace_seconds"], p["diagnose_seconds"], len(cleanup), head_stopping_s=serving
+    )
     try:
         shared_dir(p["directory"])
         shared_dir(os.path.dirname(path))
@@ -648,7 +646,7 @@ def prepare(p, path, launch, cleanup, diagnose, capture_note):
         progress=progress,
         record={"run_id": p["run_id"], "container": container, "ranks": p["ranks"], "capture_note": capture_note},
         watch=watch,
-        heartbeat_every=p["watch"]["heartbeat_seconds"] if p["watch"] else 3.0,
+        heartbeat_every=p["watch"]["heartbeat_seconds"] if p["watch"] else HEARTBEAT_S,
     )
     return supervisor, lease
 

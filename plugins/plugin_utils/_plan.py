@@ -1,13 +1,14 @@
 # Copyright (c) aorta.cluster contributors
 # GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""Every time bound a run derives from its deadlines, in one place (controller side).
+"""A node's launch plan, and the run's deadlines it carries (controller side).
 
-Private to this collection. The node's supervisor keeps the run's deadline; everything around it
-must outlast it in a fixed order, or the wrong party ends the run:
-  supervisor's own end  <  the controller's wait  <  (an async wrapper's kill)  <  the container's sleep
-node_launch detaches the supervisor itself (run_supervisor's detach): no wrapper limits it there;
-async_s is the limit for a user who runs run_supervisor under Ansible's async instead.
+Private to this collection. The deadlines' arithmetic, and every other time bound of a run, is in
+module_utils/_time_bounds.py (the supervisor on the node reads the same module); launch_deadlines
+below is its controller-side caller, which says a bad value as a LaunchError (the filter
+aorta.cluster.launch_deadlines and the plan). node_launch detaches the supervisor itself
+(run_supervisor's detach): no wrapper limits it there; async_s is the limit for a user who runs
+run_supervisor under Ansible's async instead.
 """
 
 from __future__ import annotations
@@ -15,73 +16,25 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ansible_collections.aorta.cluster.plugins.module_utils import _supervisor as _sv
+from ansible_collections.aorta.cluster.plugins.module_utils import _time_bounds
 from ansible_collections.aorta.cluster.plugins.plugin_utils import _container, _launch
 from ansible_collections.aorta.cluster.plugins.plugin_utils._launch import LaunchError
 from ansible_collections.aorta.cluster.plugins.plugin_utils._vocabulary import READ_BY
-
-DIAGNOSE_S = 30  # the diagnostics step's bound at the deadline (run_supervisor's default)
-SETUP_MARGIN_S = 600
-# The launch step's own margin over aorta_setup_timeout_seconds (its task timeout in aorta_multinode.yml).
-LAUNCH_MARGIN_S = 120
-HEARTBEAT_TIMEOUT_S = 30  # aorta_heartbeat_timeout's default: a blip must not end a 1000-node run
-STOP_MARGIN_S = 30
 
 
 def launch_deadlines(
     timeout_seconds: Any,
     grace_seconds: Any,
     setup_timeout_seconds: Any,
-    heartbeat_timeout_seconds: Any = HEARTBEAT_TIMEOUT_S,
+    heartbeat_timeout_seconds: Any,
 ) -> dict[str, int]:
     """Seconds for each bound, from aorta_timeout_seconds, aorta_kill_grace_seconds,
-    aorta_setup_timeout_seconds and aorta_heartbeat_timeout.
-
-    heartbeat_timeout_s: a node's silence after which the head stops the run;
-    join_s: how long a node's supervisor waits for every node to join before its ranks start (a
-    worker for the head's aggregator too): every node's launch step (a pull can take the whole setup
-    timeout), within the run's deadline, which counts from the supervisor's start;
-    stopping_s: the silence allowed a node that said it is stopping (capture, grace, kill, cleanup),
-    which is also how long the head serves the others after its own end;
-    supervisor_end_s: the latest a supervisor can finish (deadline, diagnostics, grace, kill,
-    cleanup, and on the head the wait for the others' end);
-    wait_s: how long the controller watches a node before it gives up on it;
-    async_s: the limit to give run_supervisor run under Ansible's async (its wrapper kills the job
-    then); node_launch detaches it without a wrapper;
-    setup_lease_s: how long preflight's lease holds before the supervisor renews it;
-    container_lifetime_s: the container's own `sleep`, the last resort if nobody removes it.
-    """
+    aorta_setup_timeout_seconds and aorta_heartbeat_timeout (every caller passes it: its one default
+    is the role aorta.cluster.defaults'); see ``_time_bounds.deadlines`` for each bound."""
     try:
-        timeout, grace, setup = int(timeout_seconds), int(grace_seconds), int(setup_timeout_seconds)
-        heartbeat = int(heartbeat_timeout_seconds)
-    except (TypeError, ValueError):
-        raise LaunchError(
-            "launch_deadlines: aorta_timeout_seconds, aorta_kill_grace_seconds, "
-            "aorta_setup_timeout_seconds and aorta_heartbeat_timeout must be whole numbers"
-        ) from None
-    if timeout < 1 or grace < 0 or setup < 1 or heartbeat < 1:
-        raise LaunchError("launch_deadlines: timeouts must be at least 1 and the grace at least 0")
-    # A node's own stop, from its deadline (or the head's word) to its end: the capture (its last step
-    # killed at the budget's end), SIGTERM, the grace, SIGKILL, cleanup.
-    own_stop = _sv.stop_bound_s(grace, DIAGNOSE_S)
-    stopping = own_stop + STOP_MARGIN_S
-    # The head's worst case: its own stop, then serving the others until they end (stopping).
-    supervisor_end = timeout + own_stop + stopping
-    wait = supervisor_end + 60
-    async_limit = wait + 300
-    return {
-        "timeout_s": timeout,
-        "grace_s": grace,
-        "diagnose_s": DIAGNOSE_S,
-        "heartbeat_timeout_s": heartbeat,
-        "join_s": min(setup + LAUNCH_MARGIN_S, timeout),
-        "stopping_s": stopping,
-        "supervisor_end_s": supervisor_end,
-        "wait_s": wait,
-        "async_s": async_limit,
-        "setup_lease_s": setup + SETUP_MARGIN_S,
-        "container_lifetime_s": setup + async_limit,
-    }
+        return _time_bounds.deadlines(timeout_seconds, grace_seconds, setup_timeout_seconds, heartbeat_timeout_seconds)
+    except _time_bounds.BoundError as exc:
+        raise LaunchError(f"launch_deadlines: {exc}") from None
 
 
 # What node_launch reads (the plan below and its own steps): the role container_launch's variables,

@@ -10,9 +10,11 @@ covers every node however many forks there are.
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
-from collections.abc import Mapping
+import time
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from ansible_collections.aorta.cluster.plugins.plugin_utils._run import silent_reasons
@@ -82,6 +84,32 @@ def load_all_snapshots(directory: str) -> dict[str, dict[str, Any]]:
         except (OSError, ValueError):
             continue
     return found
+
+
+def due_line(
+    directory: str,
+    total_nodes: int,
+    total_steps: int | None,
+    poll_s: float,
+    clock: Callable[[], float] = time.monotonic,
+) -> str | None:
+    """The run's line from every node's kept snapshot, once per poll interval for the whole run:
+    the nodes' waits run in parallel (forks), and whichever gets here first in an interval prints it
+    (a lock and a stamp file in ``directory``); None for the others."""
+    stamp = os.path.join(directory, ".printed")
+    with open(os.path.join(directory, ".lock"), "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            with open(stamp) as handle:
+                last = float(handle.read() or 0)
+        except (OSError, ValueError):
+            last = 0.0
+        now = clock()
+        if now - last < poll_s - 0.5:
+            return None
+        with open(stamp, "w") as handle:
+            handle.write(repr(now))
+        return progress_line(load_all_snapshots(directory), total_nodes, total_steps)
 
 
 def named_silent(directory: str, node: str) -> str | None:

@@ -1,14 +1,21 @@
 # Copyright (c) aorta.cluster contributors
 # GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""The controller's one wait for the whole run: the head's aggregate, read once per poll
-(controller side; the loop is tested in-process with scripted reads).
+"""The controller's one wait loop for a run's end, and the two waits built on it (controller side;
+tested in-process with scripted reads and a fake clock).
 
-Private to this collection. The head's supervisor keeps ``aggregates/<run>.json`` (every node's last
-report, the stop, the silent nodes) and finishes only once every node has ended or gone silent, so
-the head's own status saying ``finished`` is the run's end. One remote command per poll, whatever
-the node count; when the head cannot be read the wait says so and the nodes are read one by one
-(``run_wait``), as before the head watched the run.
+Private to this collection. ``wait`` reads a supervisor's status, one remote command per poll (a long
+poll that returns as soon as the status says ``finished``), until it is done, was never written,
+ran out of time, or the node could not be reached. Two callers:
+
+- ``watch`` (run_watch, once per run): the head's status and the aggregate its supervisor keeps
+  (``aggregates/<run>.json``: every node's last report, the stop, the silent nodes). The head finishes
+  only once every node has ended or gone silent, so this one read per poll, whatever the node count,
+  sees the whole run and prints its progress line.
+- ``node_wait`` (run_wait, which every node's node_end calls after the watch): that node's own status.
+  Where the watch saw the run end, each node's status already says ``finished`` and this is one read;
+  where the head was lost or the watch gave up, each node is read until its own supervisor ends (the
+  node keeps its deadline), and those reads print the progress line instead.
 """
 
 from __future__ import annotations
@@ -18,29 +25,35 @@ import json
 import shlex
 import time
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, Optional
+
+from ansible_collections.aorta.cluster.plugins.module_utils._time_bounds import NEVER_STARTED_S
+from ansible_collections.aorta.cluster.plugins.plugin_utils._progress import due_line, progress_line, save_snapshot
 
 MARK = "--aorta-status--"
-NEVER_STARTED_S = 120  # the head's status not there this long after the launch: it never started
+
+Reading = tuple[Optional[dict], Optional[dict]]  # (aggregate, status), None for what was not read
 
 
 class Unreachable(Exception):
-    """The head could not be reached for one read."""
+    """The node could not be reached for one read."""
 
 
-def long_poll_command(status_path: str, aggregate_path: str, seconds: int) -> str:
-    """One remote command: wait up to ``seconds`` for the head to finish, then print the aggregate,
-    a marker line and the head's own status."""
-    status, aggregate = shlex.quote(status_path), shlex.quote(aggregate_path)
+def long_poll_command(status_path: str, aggregate_path: str | None, seconds: int) -> str:
+    """One remote command: wait up to ``seconds`` for the supervisor to finish, then print the
+    aggregate (when a path is given: the head's), a marker line and the supervisor's status. It fails
+    when the status is not there."""
+    status = shlex.quote(status_path)
+    aggregate = f"cat -- {shlex.quote(aggregate_path)} 2>/dev/null; " if aggregate_path else ""
     return (
         f"i=0; while [ $i -lt {int(seconds)} ] && ! grep -qs '\"finished\": true' {status}; "
         "do sleep 1; i=$((i+1)); done; "
-        f"cat -- {aggregate} 2>/dev/null; echo; echo {MARK}; cat -- {status}"
+        f"{aggregate}echo; echo {MARK}; cat -- {status}"
     )
 
 
-def parse(stdout: str) -> tuple[dict | None, dict | None]:
-    """(aggregate, head status) from the command's output; None for what was not there or was half
+def parse(stdout: str) -> Reading:
+    """(aggregate, status) from the command's output; None for what was not there or was half
     written (both files are replaced atomically: a partial read is a dying node's)."""
     before, _mark, after = (stdout or "").partition(MARK)
     found = []
@@ -50,6 +63,17 @@ def parse(stdout: str) -> tuple[dict | None, dict | None]:
             value = json.loads(text) if text.strip() else None
         found.append(value if isinstance(value, dict) else None)
     return found[0], found[1]
+
+
+def reader(execute: Callable[[str], Mapping[str, Any]], command: str) -> Callable[[], Reading]:
+    """``read()`` for ``wait``: ``execute(command)`` (Ansible's result: ``rc``, ``stdout``; raises
+    Unreachable) parsed; a failed command (the status not written yet) reads nothing."""
+
+    def read() -> Reading:
+        res = execute(command)
+        return parse(str(res.get("stdout") or "")) if res.get("rc") == 0 else (None, None)
+
+    return read
 
 
 def snapshots(aggregate: Mapping[str, Any], head_status: Mapping[str, Any] | None) -> dict[str, dict[str, Any]]:
@@ -70,18 +94,30 @@ def snapshots(aggregate: Mapping[str, Any], head_status: Mapping[str, Any] | Non
     return found
 
 
-def watch(
-    read: Callable[[], tuple[dict | None, dict | None]],
+def finished(status: Mapping[str, Any]) -> bool:
+    return bool(status.get("finished"))
+
+
+def wait(
+    read: Callable[[], Reading],
     timeout_s: float,
     on_poll: Callable[[dict | None, dict | None], None] = lambda aggregate, status: None,
     lost_polls: int = 3,
     poll_s: float = 15,
+    who: str = "the supervisor",
+    gone: Callable[[], str | None] = lambda: None,
+    done: Callable[[Mapping[str, Any]], bool] = finished,
     clock: Callable[[], float] = time.monotonic,
     sleep: Callable[[float], None] = time.sleep,
 ) -> dict[str, Any]:
-    """Read until the head says it has finished. ``read()`` returns (aggregate, head status) or
-    raises Unreachable. The answer: ``finished``, ``aggregate``, ``status``, ``polls``, and when the
-    end was not seen ``head_lost`` (unreachable ``lost_polls`` reads in a row) or ``lost`` (why)."""
+    """Read until ``done(status)``. ``read()`` returns (aggregate, status) or raises Unreachable; a
+    read that brings nothing keeps what the last one brought. ``on_poll(aggregate, status)`` after
+    every read that reached the node. ``gone()``, asked when a read does not reach it: why it is
+    already known to be gone (no need to ask again), or None.
+
+    The answer: ``finished``, ``aggregate``, ``status``, ``polls``; when the end was not seen, ``lost``
+    (``who`` never wrote its status within NEVER_STARTED_S, or did not finish within ``timeout_s``)
+    or ``unreached`` (the last error, unreachable ``lost_polls`` reads in a row) with ``gone``."""
     started = clock()
     aggregate = status = None
     polls = misses = 0
@@ -89,29 +125,113 @@ def watch(
         polls += 1
         try:
             got_aggregate, got_status = read()
-            misses = 0
         except Unreachable as exc:
             misses += 1
-            if misses >= lost_polls:
+            why = gone()
+            if why or misses >= lost_polls:
                 return {
                     "finished": False,
-                    "head_lost": True,
-                    "lost": f"the head could not be reached: {exc}",
+                    "unreached": str(exc),
+                    "gone": why,
                     "aggregate": aggregate,
                     "status": status,
                     "polls": polls,
                 }
             sleep(poll_s)
             continue
-        aggregate = got_aggregate or aggregate
-        status = got_status or status
+        misses = 0
+        aggregate, status = got_aggregate or aggregate, got_status or status
         on_poll(aggregate, status)
-        if status is not None and status.get("finished"):
-            return {"finished": True, "aggregate": aggregate, "status": status, "polls": polls}
-        now = clock()
-        if status is None and now - started > NEVER_STARTED_S:
-            lost = "the head's supervisor never wrote its status"
-            return {"finished": False, "lost": lost, "aggregate": aggregate, "status": None, "polls": polls}
-        if now - started > timeout_s:
-            lost = "the head's supervisor did not finish in time"
-            return {"finished": False, "lost": lost, "aggregate": aggregate, "status": status, "polls": polls}
+        seen = {"aggregate": aggregate, "status": status, "polls": polls}
+        if status is not None and done(status):
+            return {"finished": True, **seen}
+        elapsed = clock() - started
+        if status is None and elapsed > NEVER_STARTED_S:
+            return {"finished": False, "lost": f"{who} never wrote its status", **seen}
+        if elapsed > timeout_s:
+            return {"finished": False, "lost": f"{who} did not finish in time", **seen}
+
+
+def watch(
+    read: Callable[[], Reading],
+    timeout_s: float,
+    on_poll: Callable[[dict | None, dict | None], None] = lambda aggregate, status: None,
+    lost_polls: int = 3,
+    poll_s: float = 15,
+    clock: Callable[[], float] = time.monotonic,
+    sleep: Callable[[float], None] = time.sleep,
+) -> dict[str, Any]:
+    """The head's watch (run_watch): ``wait`` on the head's status and aggregate. When the end was not
+    seen: ``lost`` (why), with ``head_lost`` when the head could not be reached."""
+    seen = wait(read, timeout_s, on_poll, lost_polls, poll_s, "the head's supervisor", clock=clock, sleep=sleep)
+    if "unreached" in seen:
+        error = seen.pop("unreached")
+        seen.pop("gone")
+        seen.update(head_lost=True, lost=f"the head could not be reached: {error}")
+    return seen
+
+
+def node_wait(
+    read: Callable[[], Reading],
+    timeout_s: float,
+    on_poll: Callable[[dict | None, dict | None], None] = lambda aggregate, status: None,
+    lost_polls: int = 3,
+    poll_s: float = 15,
+    gone: Callable[[], str | None] = lambda: None,
+    clock: Callable[[], float] = time.monotonic,
+    sleep: Callable[[float], None] = time.sleep,
+) -> dict[str, Any]:
+    """One node's own wait (run_wait, node_end): ``wait`` on its supervisor's status. A node that
+    could not be reached is ``node_unreachable`` with ``msg``: data, not Ansible's "unreachable", since
+    under any_errors_fatal an unreachable host (even ignored) would stop every node's wait."""
+    seen = wait(read, timeout_s, on_poll, lost_polls, poll_s, "the supervisor", gone, clock=clock, sleep=sleep)
+    seen.pop("aggregate", None)
+    if "unreached" in seen:
+        error, why = seen.pop("unreached"), seen.pop("gone")
+        seen.update(node_unreachable=True, msg=f"{error} (the others were told: {why})" if why else error)
+    return seen
+
+
+def head_poll(
+    progress_dir: str | None, head: str, total_nodes: int, total_steps: int | None, say: Callable[[str], None]
+) -> Callable[[dict | None, dict | None], None]:
+    """``on_poll`` for the head's watch: the progress line for every node from the aggregate, and the
+    head's record kept in ``progress_dir`` (its ``silent_nodes`` included), where every node's own
+    wait looks for whether the head counted it as gone."""
+
+    def on_poll(aggregate: dict | None, status: dict | None) -> None:
+        if status is not None and progress_dir:
+            with contextlib.suppress(OSError):
+                if status.get("finished") and aggregate is not None:
+                    # At the end, every node as the head last heard it: the line the nodes' own
+                    # waits print next counts them all, until each node's record replaces it.
+                    for name, snap in snapshots(aggregate, status).items():
+                        save_snapshot(progress_dir, name, snap)
+                save_snapshot(progress_dir, head, status)
+        if aggregate is not None:
+            say(progress_line(snapshots(aggregate, status), total_nodes, total_steps))
+
+    return on_poll
+
+
+def node_poll(
+    progress_dir: str | None,
+    node: str,
+    total_nodes: int,
+    total_steps: int | None,
+    poll_s: float,
+    say: Callable[[str], None],
+    clock: Callable[[], float] = time.monotonic,
+) -> Callable[[dict | None, dict | None], None]:
+    """``on_poll`` for one node's own wait: its status kept as its snapshot in ``progress_dir``, and
+    the run's line printed once per poll interval by whichever node's wait gets there first."""
+
+    def on_poll(_aggregate: dict | None, status: dict | None) -> None:
+        if status is None or not progress_dir:
+            return
+        save_snapshot(progress_dir, node, status)
+        line = due_line(progress_dir, total_nodes, total_steps, poll_s, clock)
+        if line is not None:
+            say(line)
+
+    return on_poll

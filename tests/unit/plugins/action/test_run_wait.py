@@ -1,45 +1,39 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""The waiter's one remote command per poll, run by a real shell on a real status file."""
+"""run_wait as ansible-playbook runs it (a local connection standing for the node): its task interface
+over plugin_utils/_watch.py's loop (tested there with scripted reads): a finished supervisor read once,
+its snapshot kept and the async results file removed; one that does not finish in time said."""
 
 from __future__ import annotations
 
 import json
-import subprocess
-import threading
-import time
-
-from ansible_collections.aorta.cluster.plugins.action.run_wait import long_poll_command
 
 
-def run(command):
-    started = time.monotonic()
-    out = subprocess.run(["sh", "-c", command], capture_output=True, text=True, check=False)
-    return out, time.monotonic() - started
+def test_a_finished_supervisor_is_read_once_its_snapshot_kept_and_the_results_file_removed(tmp_path, play):
+    status = tmp_path / "it's run.json"
+    status.write_text(json.dumps({"finished": True, "state": "finished", "outcome": "ok", "log_tail": "x"}))
+    results = tmp_path / "job.results"
+    results.write_text("{}")
+    rc, out = play(
+        {
+            "aorta.cluster.run_wait": {
+                "status_path": str(status),
+                "timeout_seconds": 60,
+                "poll_seconds": 1,
+                "progress_dir": str(tmp_path / "progress"),
+                "total_nodes": 2,
+                "results_file": str(results),
+            }
+        }
+    )
+    assert rc == 0 and out["finished"] is True and out["polls"] == 1 and out["changed"] is False, out
+    assert out["status"]["outcome"] == "ok" and "aggregate" not in out and not results.exists()
+    kept = json.loads((tmp_path / "progress" / "localhost.json").read_text())
+    assert kept["state"] == "finished" and "log_tail" not in kept
 
 
-def test_returns_at_once_when_finished(tmp_path):
-    path = tmp_path / "it's status.json"  # a quote in the path must not break the command
-    path.write_text(json.dumps({"finished": True, "state": "finished"}, sort_keys=True))
-    out, took = run(long_poll_command(str(path), 10))
-    assert out.returncode == 0 and json.loads(out.stdout)["state"] == "finished"
-    assert took < 2
-
-
-def test_waits_up_to_the_poll_and_returns_early_when_the_run_finishes(tmp_path):
-    path = tmp_path / "status.json"
-    path.write_text(json.dumps({"finished": False, "state": "running"}, sort_keys=True))
-    out, took = run(long_poll_command(str(path), 2))
-    assert json.loads(out.stdout)["state"] == "running" and 1.5 < took < 5
-
-    def finish():
-        time.sleep(1)
-        path.write_text(json.dumps({"finished": True, "state": "finished"}, sort_keys=True))
-
-    threading.Thread(target=finish).start()
-    out, took = run(long_poll_command(str(path), 30))
-    assert json.loads(out.stdout)["state"] == "finished" and took < 5
-
-
-def test_missing_file_fails_the_read(tmp_path):
-    out, _took = run(long_poll_command(str(tmp_path / "none.json"), 1))
-    assert out.returncode != 0 and out.stdout == ""
+def test_a_supervisor_that_does_not_finish_in_time_is_lost_not_failed(tmp_path, play):
+    status = tmp_path / "run.json"
+    status.write_text(json.dumps({"finished": False, "state": "running"}))
+    rc, out = play({"aorta.cluster.run_wait": {"status_path": str(status), "timeout_seconds": 1, "poll_seconds": 1}})
+    assert rc == 0 and out["finished"] is False and not out.get("failed"), out
+    assert out["lost"] == "the supervisor did not finish in time" and out["status"]["state"] == "running"

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from ansible_collections.aorta.cluster.plugins.module_utils import _aggregator, _kernel_log
+from ansible_collections.aorta.cluster.plugins.module_utils import _aggregator, _kernel_log, _time_bounds
 from ansible_collections.aorta.cluster.plugins.module_utils import _supervisor as sv
 from ansible_collections.aorta.cluster.plugins.plugin_utils._launch import LaunchError
 from ansible_collections.aorta.cluster.plugins.plugin_utils._plan import (
@@ -21,7 +21,7 @@ from ansible_collections.aorta.cluster.plugins.plugin_utils._plan import (
 
 @pytest.mark.parametrize("timeout,grace,setup", [(1, 0, 1), (60, 10, 1800), (3600, 30, 1800), (86400, 600, 60)])
 def test_every_bound_outlasts_the_one_before_it(timeout, grace, setup):
-    d = launch_deadlines(timeout, grace, setup)
+    d = launch_deadlines(timeout, grace, setup, 30)
     # the supervisor's worst case: deadline, diagnostics, grace, SIGKILL wait, cleanup
     assert d["supervisor_end_s"] >= timeout + d["diagnose_s"] + grace
     assert d["supervisor_end_s"] < d["wait_s"] < d["async_s"] < d["container_lifetime_s"]
@@ -32,11 +32,13 @@ def test_every_bound_outlasts_the_one_before_it(timeout, grace, setup):
 
 
 def test_text_numbers_from_a_survey_are_taken_and_bad_ones_refused():
-    assert launch_deadlines("60", "10", "1800")["timeout_s"] == 60
-    with pytest.raises(LaunchError, match="whole numbers"):
-        launch_deadlines("soon", 10, 1800)
+    assert launch_deadlines("60", "10", "1800", "30")["timeout_s"] == 60
+    with pytest.raises(LaunchError, match=r"^launch_deadlines: .*whole numbers"):
+        launch_deadlines("soon", 10, 1800, 30)
     with pytest.raises(LaunchError, match="at least"):
-        launch_deadlines(0, 10, 1800)
+        launch_deadlines(0, 10, 1800, 30)
+    with pytest.raises(TypeError):  # aorta_heartbeat_timeout's one default is the defaults role's
+        launch_deadlines(60, 10, 1800)  # type: ignore[call-arg]
 
 
 def supervisor_worst_case(timeout, grace, diagnose_s=30, fabric_s=3, linger_s=0):
@@ -66,7 +68,7 @@ def supervisor_worst_case(timeout, grace, diagnose_s=30, fabric_s=3, linger_s=0)
 def test_the_controllers_wait_outlasts_the_supervisors_worst_case_from_its_own_constants(timeout, grace):
     d = launch_deadlines(timeout, grace, 1800, 30)
     own = supervisor_worst_case(timeout, grace)
-    assert own - timeout <= sv.stop_bound_s(grace, 30)  # the lease and the plan use this bound
+    assert own - timeout <= _time_bounds.stop_bound_s(grace, 30)  # the lease and the plan use this bound
     # A node's own stop fits in the silence the head allows a stopping node.
     assert d["stopping_s"] >= own - timeout
     # The head: its own worst case, then serving the others for as long as a stopping node may be silent.
@@ -135,7 +137,9 @@ def test_the_head_serves_every_node_and_its_deadlines_come_from_one_source():
     s = launch_settings(aorta_node_rank=0, aorta_vpc_ip="10.1.0.1", aorta_timeout_seconds=900)
     plan = node_launch(s, "gpu-a", ["gpu-a", "gpu-b"], HEAD, PREPARED)
     assert plan["supervisor"]["watch"]["nodes"] == ["gpu-a", "gpu-b"]
-    assert plan["deadlines"] == launch_deadlines(900, s["aorta_kill_grace_seconds"], s["aorta_setup_timeout_seconds"])
+    assert plan["deadlines"] == launch_deadlines(
+        900, s["aorta_kill_grace_seconds"], s["aorta_setup_timeout_seconds"], s["aorta_heartbeat_timeout"]
+    )
     assert plan["supervisor"]["timeout_seconds"] == 900
     assert plan["supervisor"]["watch"]["stopping_timeout"] == plan["deadlines"]["stopping_s"]
 

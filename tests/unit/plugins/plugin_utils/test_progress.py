@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from ansible_collections.aorta.cluster.plugins.plugin_utils._progress import (
+    due_line,
     load_all_snapshots,
     named_silent,
     progress_line,
@@ -59,3 +60,10 @@ def test_a_node_the_head_named_silent_is_known_gone_to_its_own_wait(tmp_path):
     save_snapshot(str(tmp_path), "w1", dict(snap(), cluster_stop=failed))
     assert named_silent(str(tmp_path), "w2") is None
     assert named_silent(str(tmp_path / "missing"), "w2") is None
+
+
+def test_one_line_per_poll_interval_whoever_asks_first(tmp_path):
+    save_snapshot(str(tmp_path), "a", snap(progress={"0": 3}))
+    assert due_line(str(tmp_path), 1, 10, 15, clock=lambda: 100.0) == "running 1/1 nodes · step 3/10 · 03:12 left"
+    assert due_line(str(tmp_path), 1, 10, 15, clock=lambda: 110.0) is None  # another node's wait, same interval
+    assert due_line(str(tmp_path), 1, 10, 15, clock=lambda: 114.6) is not None  # within half a second of the poll
