@@ -7,32 +7,108 @@
 Run as a module it would use the hosts' ansible_python_interpreter, which a cluster file's vars
 often set for every host, implicit localhost included: a Python without msgspec (the slow
 decoder), or without the Jinja2 that draws report.html. Here it runs where ansible-playbook runs.
+
+What the task leaves out and the run's nodes know (their summaries, clock offsets, ranks per node)
+is read here from their registered results, once each (plugin_utils/_record.py), instead of
+Jinja loops over every node's hostvars in the role.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Collection, Mapping
+from typing import Any, ClassVar
 
+from ansible.module_utils.parsing.convert_bool import boolean
 from ansible.plugins.action import ActionBase
 
 from ansible_collections.aorta.cluster.plugins.module_utils._report import TASK_ARGUMENT_SPEC, run_task
+from ansible_collections.aorta.cluster.plugins.plugin_utils import _record
+
+
+def _number(value: Any) -> str:
+    """A headline figure, 0 when unknown, to 3 decimals (what Jinja's ``round(3)`` printed)."""
+    return str(round(value or 0, 3))
+
+
+def headline_lines(result: Mapping[str, Any]) -> list[str]:
+    """The report's headline as the role prints it: the step and iteration times and ratios, then a
+    line per slow node, straggler rank, failed threshold, warning and error, the baseline's verdict,
+    and where report.html is (``(check mode)`` when none was written)."""
+    perf = result.get("performance") or {}
+    lines = [
+        f"report {result.get('status')}: avg step {_number(perf.get('avg_step_time_ms'))} ms (profiled window, "
+        f"CVS iteration {_number(perf.get('avg_iteration_time_ms'))} ms), compute ratio "
+        f"{_number(perf.get('avg_compute_ratio'))}, overlap {_number(perf.get('avg_overlap_ratio'))}"
+    ]
+    lines += [f"slow node {node.get('node')}" for node in result.get("slow_nodes") or []]
+    lines += [f"straggler rank {rank.get('rank')}" for rank in result.get("stragglers") or []]
+    checks = (result.get("validation") or {}).get("checks") or []
+    lines += [f"FAIL {check.get('reason')}" for check in checks if not check.get("passed")]
+    lines += [f"WARNING {warning}" for warning in result.get("report_warnings") or []]
+    lines += [error.get("error") for error in result.get("errors") or []]
+    baseline = result.get("baseline")
+    if baseline:
+        reason = f" - {baseline.get('reason')}" if baseline.get("reason") else ""
+        lines.append(f"baseline: {baseline.get('verdict')}{reason}")
+    return [*lines, f"report: {result.get('html', '(check mode)')}"]
 
 
 class ActionModule(ActionBase):
-    """A module's work done here: its arguments checked against ARGUMENT_SPEC, then TASK(args,
-    check_mode) returns (result, failure message or None). combined_traces does the same with its own."""
+    """A module's work done here: its arguments checked against ARGUMENT_SPEC, what the task left out
+    taken from the nodes (``from_nodes``), then TASK(args, check_mode) returns (result, failure
+    message or None). combined_traces does the same with its own."""
 
     TRANSFERS_FILES = False
     _requires_connection = False
-    ARGUMENT_SPEC: dict[str, Any] = TASK_ARGUMENT_SPEC
+    ARGUMENT_SPEC: ClassVar[dict[str, Any]] = TASK_ARGUMENT_SPEC
     TASK: Callable[[dict[str, Any], bool], Any] = staticmethod(run_task)
+    # What from_nodes reads of each node.
+    NODE_VARS: tuple[str, ...] = ("aorta_launch", "aorta_end", "aorta_prepare")
 
     def run(self, tmp: Any = None, task_vars: dict[str, Any] | None = None) -> dict[str, Any]:
         result = super().run(tmp, task_vars)
         args = self.validate_argument_spec(argument_spec=self.ARGUMENT_SPEC)[1]
+        task_vars = task_vars or {}
+        groups = task_vars.get("groups") or {}
+        nodes = _record.host_values(
+            task_vars.get("hostvars") or {}, _record.nodes_of(groups), self.NODE_VARS, self._templar.template
+        )
+        found = self.from_nodes(task_vars, nodes, groups, frozenset(self._task.args))
+        # from_nodes may find nothing to do (skipped) or no way to do it (failed), each with its reason.
+        if "skipped" in found:
+            result.update(changed=False, skipped=True, skip_reason=found["skipped"], msg=found["skipped"])
+            return result
+        if "failed" in found:
+            result.update(changed=False, failed=True, msg=found["failed"])
+            return result
+        args.update(found)
         outcome, failure = self.TASK(args, bool(self._task.check_mode or self._play_context.check_mode))
         result.update(outcome)
         if failure:
             result.update(failed=True, msg=failure)
+        else:
+            result.update(self.finish(result))
         return result
+
+    def _variable(self, task_vars: Mapping[str, Any], name: str, default: Any = None) -> Any:
+        return self._templar.template(task_vars[name]) if name in task_vars else default
+
+    def from_nodes(
+        self, task_vars: Mapping[str, Any], nodes: Mapping[str, Any], groups: Mapping[str, Any], given: Collection[str]
+    ) -> dict[str, Any]:
+        """The options the task did not give, from the nodes (none on a folder of traces given alone):
+        with aorta_parse_on_nodes, the summaries the nodes made (no trace is then read here); each
+        node's clock offset; the ranks per node the launch used, else aorta_gpus_per_node."""
+        found: dict[str, Any] = {}
+        if "summaries" not in given and boolean(self._variable(task_vars, "aorta_parse_on_nodes", False), strict=False):
+            found["summaries"] = _record.summaries(nodes, groups)
+        if "clock_offsets" not in given:
+            found["clock_offsets"] = _record.clock_offsets(nodes, groups)
+        if "gpus_per_node" not in given:
+            gpus = self._variable(task_vars, "aorta_gpus_per_node")
+            found["gpus_per_node"] = _record.nproc(nodes, groups, gpus_per_node=gpus)
+        return found
+
+    def finish(self, result: Mapping[str, Any]) -> dict[str, Any]:
+        """What the result gains once the task succeeded: the headline the role prints."""
+        return {"headline_lines": headline_lines(result)}

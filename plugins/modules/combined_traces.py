@@ -31,14 +31,21 @@ options:
     type: str
     required: true
   expected_ranks:
-    description: Number of global ranks the run had (nodes x processes per node).
+    description:
+      - Number of global ranks the run had (nodes x processes per node).
+      - "Left out: the nodes that ran (the head's C(aorta_launch.nnodes), without the nodes preflight
+        excluded; else every node of C(aorta_nodes)) times the ranks per node (the head's
+        C(aorta_launch.nproc), else C(aorta_nproc_per_node) or C(aorta_gpus_per_node)). The head is
+        the first node's C(aorta_launch.head), else the first node."
     type: int
-    required: true
   nodes:
-    description: One entry per node of the run.
+    description:
+      - One entry per node of the run.
+      - "Left out: each node of C(aorta_nodes) whose M(aorta.cluster.node_end) result (registered as
+        C(aorta_end)) has a C(collect); when no node has an C(aorta_end) at all the task is skipped:
+        nothing was collected."
     type: list
     elements: dict
-    required: true
     suboptions:
       rank:
         description: Node rank; the files go to C(node_<rank>/).
@@ -122,6 +129,14 @@ EXAMPLES = r"""
       - {rank: 1, name: gpu-a02, state: unreachable, error: unreachable}
   delegate_to: localhost
   run_once: true
+
+# After every node's aorta.cluster.node_end (registered as aorta_end): the rank count and the
+# nodes come from the run's nodes.
+- name: Verify and write the combined tree
+  aorta.cluster.combined_traces:
+    dest: "{{ aorta_results_dir_resolved }}/combined_traces"
+    run_id: "{{ aorta_run_id_resolved }}"
+  register: aorta_combined
 """
 
 RETURN = r"""
@@ -172,9 +187,15 @@ from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.aorta.cluster.plugins.module_utils._combined import ARGUMENT_SPEC, write
 
+# expected_ranks and nodes may be left out for the action plugin, which reads them from the run's nodes.
+MODULE_ARGUMENT_SPEC = dict(ARGUMENT_SPEC, expected_ranks={"type": "int"}, nodes={"type": "list", "elements": "dict"})
+
 
 def main() -> None:
-    module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
+    module = AnsibleModule(argument_spec=MODULE_ARGUMENT_SPEC, supports_check_mode=True)
+    if module.params["expected_ranks"] is None or module.params["nodes"] is None:
+        # Only the action plugin (the controller) sees the nodes' results.
+        module.fail_json(msg="expected_ranks and nodes: give both, or run the task through its action plugin")
     result, failure = write(module.params, module.check_mode)
     if failure:
         module.fail_json(msg=failure, **result)

@@ -37,6 +37,8 @@ options:
     description:
       - Per-file summaries made on the nodes by M(aorta.cluster.trace_summary), each with an added
         C(node) (inventory name); the report is then built from them and no trace is read here.
+      - "Left out with C(aorta_parse_on_nodes) true: the summaries every node of C(aorta_nodes) shipped
+        (its M(aorta.cluster.node_end) result C(aorta_end.summaries)), in node order."
     type: list
     elements: dict
   report_dir:
@@ -60,7 +62,10 @@ options:
     type: bool
     default: false
   gpus_per_node:
-    description: GPUs per node for the report's C(cluster) block; default ranks per node found.
+    description:
+      - GPUs per node for the report's C(cluster) block.
+      - "Left out: the ranks per node the run's launch used (the head's C(aorta_launch.nproc)), else
+        C(aorta_gpus_per_node), else the ranks per node found."
     type: int
   expected_ranks:
     description:
@@ -92,6 +97,9 @@ options:
     description:
       - Per node (its inventory name), its clock minus the controller's in seconds (preflight
         measures it); the merged C(timeline.json) moves each node's events by minus its offset.
+      - "Left out: each node of C(aorta_nodes) whose M(aorta.cluster.node_prepare) result
+        (C(aorta_prepare.derived.record.clock_offset_s)) has one; none without the group (a folder
+        of traces given alone)."
     type: dict
     default: {}
   baseline:
@@ -107,9 +115,9 @@ options:
     default: 0.05
   diagnosis:
     description:
-      - Why the run stopped, from M(aorta.cluster.run_diagnosis); recorded in the report and shown
-        first in report.html, as "Why it stopped", with the ranks behind, their frames and the
-        nodes' kernel-log trouble.
+      - Why the run stopped, from M(aorta.cluster.run_record) or M(aorta.cluster.run_diagnosis); recorded
+        in the report and shown first in report.html, as "Why it stopped", with the ranks behind, their
+        frames and the nodes' kernel-log trouble.
     type: dict
 extends_documentation_fragment:
   - aorta.cluster._attributes
@@ -228,6 +236,14 @@ baseline:
       C(judged)), C(verdict), C(reason).
   returned: with O(baseline)
   type: dict
+headline_lines:
+  description:
+    - "The report's headline as the role C(aorta.cluster.trace_parse) prints it: C(report <status>: avg step ...),
+      a line per slow node, straggler rank, failed threshold, warning and error, the baseline's verdict
+      and C(report: <report.html>) (C(report: (check mode)) when none was written)."
+  returned: success
+  type: list
+  elements: str
 tools:
   description:
     - The Python that analysed (C(python)), whether it had C(plots) and the C(fast_decoder), and

@@ -179,10 +179,9 @@ def check(values: Mapping[str, Any]) -> list[str]:
 # this set from the roles, playbooks and inventory code and keeps it equal.
 INTERNAL = frozenset(
     {
-        # inventory plugin and the aorta_cluster_file route (add_host)
-        "aorta_node_rank",
+        # inventory plugin and the aorta_cluster_file route (add_host); aorta_node_rank and
+        # aorta_vpc_ip are in the vocabulary (roles/variables.yml: the steps read them)
         "aorta_mgmt_ip",
-        "aorta_vpc_ip",
         "aorta_bmc_ip",
         "aorta_rack_id",
         "aorta_node_extra",
@@ -195,35 +194,23 @@ INTERNAL = frozenset(
         "aorta_partial",
         # facts, registered results and task variables of the playbooks and roles
         "aorta_collect_failure",
-        "aorta_collected",
-        "aorta_health",
-        "aorta_run_head",
-        "aorta_cluster_source",
         # the node steps' registered results (node_prepare, node_launch, node_end) and the watch's play
         "aorta_prepare",
         "aorta_launch",
         "aorta_end",
         "aorta_head",
-        "aorta_launched",
         "aorta_combined",
-        "aorta_cvs_mapped",
         "aorta_cvs_vars_file",
         "aorta_node_setup_failure",
-        "aorta_nproc_launch_report",
         "aorta_parse_out",
-        "aorta_parse_summaries",
         "aorta_parse_traces",
         "aorta_parsed",
-        "aorta_run_diagnosis",
-        "aorta_run_context",
-        "aorta_head_vars",
-        "aorta_run_nodes",
         "aorta_run_started_epoch",
         "aorta_rank_order",
         "aorta_run_start",
+        "aorta_run_record",
         "aorta_run_secret_resolved",
         "aorta_watch",
-        "aorta_run_status",
         "aorta_setup",
         "aorta_node_setup_own",
     }

@@ -8,6 +8,9 @@ import json
 import shutil
 import sys
 from pathlib import Path
+from types import SimpleNamespace
+
+from ansible_collections.aorta.cluster.plugins.action.trace_parse import ActionModule, headline_lines
 
 
 def test_the_report_is_made_by_the_controllers_python_with_its_fast_decoder(play, tmp_path, combined_tree):
@@ -34,3 +37,117 @@ def test_a_run_against_itself_as_baseline_is_the_same(play, tmp_path, combined_t
     assert out["baseline"]["verdict"] == "same" and out["baseline"]["source"].endswith("aorta_benchmark_report.json")
     _rc, bad = play({"aorta.cluster.trace_parse": dict(again, baseline=str(tmp_path / "nowhere"))})
     assert bad["failed"] and bad["msg"].startswith("aorta_baseline: ")
+
+
+def action(args, check_mode=False, capture=None):
+    """The action in-process; with ``capture`` (a dict), the task's arguments land there instead of
+    the analysis running."""
+    task = SimpleNamespace(args=args, async_val=0, check_mode=check_mode, action="aorta.cluster.trace_parse")
+    connection = SimpleNamespace(_shell=SimpleNamespace(tmpdir=None))
+    templar = SimpleNamespace(template=lambda value: value)
+    module = ActionModule(task, connection, SimpleNamespace(check_mode=check_mode), None, templar)
+    if capture is not None:
+        module.TASK = lambda found, _check: (capture.update(found) or {"status": "completed", "performance": {}}, "")
+    return module
+
+
+def run_vars(parse_on_nodes=False, head="a"):
+    """Two nodes after a run: a's summaries and both clock offsets; with head b, node a was excluded."""
+    hostvars = {
+        "a": {
+            "aorta_launch": {"head": head, "nproc": 4} if head == "a" else {"head": head, "excluded": True},
+            "aorta_prepare": {"derived": {"record": {"clock_offset_s": -0.5}}},
+            "aorta_end": {"summaries": [{"file": "r0.json", "rank": 0}]},
+        },
+        "b": {
+            "aorta_launch": {"nproc": 2},
+            "aorta_prepare": {"derived": {"record": {"clock_offset_s": 1.25}}},
+            "aorta_end": {},
+        },
+    }
+    return {
+        "groups": {"aorta_nodes": ["a", "b"]},
+        "hostvars": hostvars,
+        "aorta_parse_on_nodes": parse_on_nodes,
+        "aorta_gpus_per_node": 8,
+    }
+
+
+def test_what_the_task_leaves_out_comes_from_the_nodes():
+    found: dict = {}
+    out = action({"traces_dir": "/t", "report_dir": "/r"}, capture=found).run(task_vars=run_vars())
+    assert not out.get("failed") and out["headline_lines"][0].startswith("report completed: avg step 0 ms")
+    assert found["clock_offsets"] == {"a": -0.5, "b": 1.25} and found["gpus_per_node"] == 4
+    assert found["summaries"] is None  # without aorta_parse_on_nodes the traces are read
+    action({"traces_dir": "/t", "report_dir": "/r"}, capture=found).run(task_vars=run_vars(parse_on_nodes="yes"))
+    assert found["summaries"] == [{"file": "r0.json", "rank": 0, "node": "a"}]
+
+
+def test_node_0_excluded_gives_the_heads_ranks_per_node_not_0():
+    found: dict = {}
+    action({"traces_dir": "/t", "report_dir": "/r"}, capture=found).run(task_vars=run_vars(head="b"))
+    assert found["gpus_per_node"] == 2
+
+
+def test_what_the_task_gives_wins_and_a_folder_alone_has_no_nodes():
+    found: dict = {}
+    given = {"traces_dir": "/t", "report_dir": "/r", "summaries": [], "clock_offsets": {"x": 1.0}, "gpus_per_node": 3}
+    action(given, capture=found).run(task_vars=run_vars(parse_on_nodes=True))
+    assert (found["summaries"], found["clock_offsets"], found["gpus_per_node"]) == ([], {"x": 1.0}, 3)
+    # trace_report.yml: no aorta_nodes group; the role's default aorta_gpus_per_node.
+    action({"traces_dir": "/t", "report_dir": "/r"}, capture=found).run(task_vars={"aorta_gpus_per_node": "8"})
+    assert (found["summaries"], found["clock_offsets"], found["gpus_per_node"]) == (None, {}, 8)
+    # The module used outside the collection's plays: nothing of the collection's variables.
+    action({"traces_dir": "/t", "report_dir": "/r"}, capture=found).run(task_vars={})
+    assert found["gpus_per_node"] is None
+
+
+def test_the_analysis_runs_in_process_with_the_nodes_clock_offsets(tmp_path, combined_tree):
+    root = combined_tree(tmp_path, [50, 50, 90, 50], bad_file=False)
+    args = {"traces_dir": str(root), "report_dir": str(tmp_path / "out")}
+    task_vars = {"groups": {"aorta_nodes": ["gpu-a", "gpu-b"]}, "hostvars": {}, "aorta_gpus_per_node": 2}
+    task_vars["hostvars"]["gpu-b"] = {"aorta_prepare": {"derived": {"record": {"clock_offset_s": 2.0}}}}
+    out = action(args).run(task_vars=task_vars)
+    assert not out.get("failed"), out
+    assert out["headline_lines"][1] == "straggler rank 2"
+    assert out["headline_lines"][-1] == f"report: {tmp_path / 'out' / 'report.html'}"
+    timeline = json.loads((tmp_path / "out" / "timeline.json").read_text())
+    assert timeline["otherData"]["clock_offsets_s"] == {"gpu-b": 2.0}
+    out = action(dict(args, report_dir=str(tmp_path / "dry")), check_mode=True).run(task_vars=task_vars)
+    assert out["headline_lines"][-1] == "report: (check mode)" and not (tmp_path / "dry").exists()
+
+
+def test_a_failed_analysis_has_no_headline(tmp_path):
+    out = action({"traces_dir": str(tmp_path), "report_dir": str(tmp_path / "out")}).run(task_vars={})
+    assert out["failed"] and "headline_lines" not in out
+
+
+def test_the_headline_says_what_the_role_printed():
+    result = {
+        "status": "partial",
+        "performance": {"avg_step_time_ms": 100.12345, "avg_iteration_time_ms": None, "avg_compute_ratio": 0.5},
+        "slow_nodes": [{"node": "gpu-b"}],
+        "stragglers": [{"rank": 3}, {"rank": 5}],
+        "validation": {"checks": [{"passed": True, "reason": "ok"}, {"passed": False, "reason": "too slow"}]},
+        "report_warnings": ["two world sizes"],
+        "errors": [{"file": "x", "error": "x: not a Kineto trace"}],
+        "baseline": {"verdict": "regression", "reason": "12% slower"},
+        "html": "/r/report.html",
+    }
+    assert headline_lines(result) == [
+        "report partial: avg step 100.123 ms (profiled window, CVS iteration 0 ms), compute ratio 0.5, overlap 0",
+        "slow node gpu-b",
+        "straggler rank 3",
+        "straggler rank 5",
+        "FAIL too slow",
+        "WARNING two world sizes",
+        "x: not a Kineto trace",
+        "baseline: regression - 12% slower",
+        "report: /r/report.html",
+    ]
+    plain = headline_lines({"status": "completed", "performance": {}, "baseline": {"verdict": "same", "reason": ""}})
+    assert plain == [
+        "report completed: avg step 0 ms (profiled window, CVS iteration 0 ms), compute ratio 0, overlap 0",
+        "baseline: same",
+        "report: (check mode)",
+    ]

@@ -1,0 +1,416 @@
+# Copyright (c) aorta.cluster contributors
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""One run's record from every node's registered results, each figure computed once (controller side).
+
+Private to this collection. aorta.cluster.run_record writes run.json from these; trace_parse and
+combined_traces take the nodes' summaries, clock offsets, head and rank count from them when their
+task does not give them. Every function reads the nodes' variables as a plain mapping
+``{host: {name: value}}`` (``host_values``): each ``hostvars[host]`` is a pass of the variable
+manager, so the actions read each node once and hand the same values to every function here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any
+
+from ansible_collections.aorta.cluster.plugins.plugin_utils._cluster_file import healthy_cluster
+from ansible_collections.aorta.cluster.plugins.plugin_utils._diagnosis import diagnose_run
+from ansible_collections.aorta.cluster.plugins.plugin_utils._health_verdict import health_record
+from ansible_collections.aorta.cluster.plugins.plugin_utils._run import node_table, run_status
+from ansible_collections.aorta.cluster.plugins.plugin_utils._run_context import run_settings
+
+NODES_GROUP = "aorta_nodes"
+# What run_record reads of each node: its inventory variables, its three steps' registered results
+# and its rescue's facts (setup stopped).
+NODE_VARS = (
+    "aorta_node_rank",
+    "aorta_mgmt_ip",
+    "aorta_vpc_ip",
+    "aorta_cluster_file",
+    "aorta_prepare",
+    "aorta_launch",
+    "aorta_end",
+    "aorta_node_setup_failure",
+    "aorta_node_setup_own",
+)
+# What run_record reads of localhost: the collection's result and why collection stopped.
+LOCAL_VARS = ("aorta_combined", "aorta_collect_failure")
+
+
+def _dict(value: Any) -> Mapping[str, Any]:
+    """``value`` when it is a mapping, else ``{}``: what Jinja's ``(x | default({})).key`` reads."""
+    return value if isinstance(value, Mapping) else {}
+
+
+def _vars(hostvars: Mapping[str, Any], host: Any) -> Mapping[str, Any]:
+    return _dict(hostvars.get(host)) if host is not None else {}
+
+
+def _positive_int(value: Any) -> int | None:
+    """``value`` as a count above 0, else None: a missing, empty or omitted value is never taken for 0."""
+    if isinstance(value, bool):
+        return None
+    try:
+        number = int(value)
+    except (TypeError, ValueError):
+        return None
+    return number if number > 0 else None
+
+
+def host_values(
+    hostvars: Mapping[str, Any],
+    hosts: Iterable[Any],
+    names: Iterable[str],
+    template: Callable[[Any], Any] | None = None,
+) -> dict[str, dict[str, Any]]:
+    """``{host: {name: value}}`` for the ``names`` each host defines, each host's variables read once
+    (``template`` applied to each value). A host not in ``hostvars`` gets ``{}``."""
+    wanted = tuple(names)
+    found: dict[str, dict[str, Any]] = {}
+    for host in hosts:
+        # Not .get(): ansible-core's HostVars answers an unknown host with an undefined marker, not KeyError.
+        known = hostvars[host] if host in hostvars else {}  # noqa: SIM401
+        found[str(host)] = {
+            name: (template(known[name]) if template else known[name]) for name in wanted if name in known
+        }
+    return found
+
+
+def nodes_of(groups: Mapping[str, Any] | None) -> list[str]:
+    """The group aorta_nodes in inventory order (the cluster file's, the head first); [] without it
+    (trace_report.yml on a folder of traces has no nodes)."""
+    return [str(name) for name in (groups or {}).get(NODES_GROUP) or []]
+
+
+def head(hostvars: Mapping[str, Any], groups: Mapping[str, Any] | None) -> str | None:
+    """The run's head: the one the launch chose (node 0's ``aorta_launch.head``: with
+    aorta_exclude_unhealthy, the first node that passed preflight), else the first node; None
+    without nodes."""
+    nodes = nodes_of(groups)
+    if not nodes:
+        return None
+    chosen = _dict(_vars(hostvars, nodes[0]).get("aorta_launch")).get("head")
+    return str(chosen) if chosen else nodes[0]
+
+
+def head_launch(hostvars: Mapping[str, Any], groups: Mapping[str, Any] | None) -> Mapping[str, Any]:
+    """The head's ``aorta_launch`` result, ``{}`` when nothing was launched there."""
+    return _dict(_vars(hostvars, head(hostvars, groups)).get("aorta_launch"))
+
+
+def nproc(
+    hostvars: Mapping[str, Any],
+    groups: Mapping[str, Any] | None,
+    nproc_per_node: Any = None,
+    gpus_per_node: Any = None,
+) -> int | None:
+    """Ranks per node: the head's launch's ``nproc``; else ``nproc_per_node`` or ``gpus_per_node``
+    (aorta_nproc_per_node, aorta_gpus_per_node) where the caller gives them. None when no launch
+    happened and nothing was given: the caller says what that means (run.json's context keeps null,
+    the diagnosis takes 1). Never 0: a missing or omitted value falls through, it is not counted."""
+    for value in (head_launch(hostvars, groups).get("nproc"), nproc_per_node, gpus_per_node):
+        count = _positive_int(value)
+        if count is not None:
+            return count
+    return None
+
+
+def expected_ranks(
+    hostvars: Mapping[str, Any], groups: Mapping[str, Any] | None, nproc_per_node: Any = None, gpus_per_node: Any = None
+) -> int | None:
+    """The run's world size: the nodes that ran (the launch's ``nnodes``, without those preflight
+    excluded; else every node) times their ranks each (``nproc``); None when either is unknown."""
+    nnodes = _positive_int(head_launch(hostvars, groups).get("nnodes")) or len(nodes_of(groups))
+    ranks = nproc(hostvars, groups, nproc_per_node, gpus_per_node)
+    return nnodes * ranks if nnodes and ranks else None
+
+
+def node_row(host: str, values: Mapping[str, Any]) -> dict[str, Any]:
+    """One node's row of run.json: what preflight found (fabric interface, fingerprint, health),
+    under what node_end recorded (``aorta_end.node_result``); a node that never ended is
+    ``not_started``."""
+    derived = _dict(_dict(values.get("aorta_prepare")).get("derived"))
+    row = {
+        "name": host,
+        "rank": values.get("aorta_node_rank"),
+        "mgmt_ip": values.get("aorta_mgmt_ip", host),
+        "vpc_ip": values.get("aorta_vpc_ip"),
+        "fabric_if": derived.get("fabric_if", ""),
+        "fingerprint": derived.get("fingerprint"),
+        "health": derived.get("health"),
+        "state": "not_started",
+        "exit_code": None,
+        "log": None,
+    }
+    row.update(_dict(_dict(values.get("aorta_end")).get("node_result")))
+    return row
+
+
+def node_rows(hostvars: Mapping[str, Any], groups: Mapping[str, Any] | None) -> list[dict[str, Any]]:
+    """run.json's ``nodes``: a row per node of aorta_nodes, in its order."""
+    return [node_row(host, _vars(hostvars, host)) for host in nodes_of(groups)]
+
+
+def health(rows: Sequence[Mapping[str, Any]], hostvars: Mapping[str, Any]) -> dict[str, Any]:
+    """The nodes' health together (``health_record``): their fingerprints' drift and the nodes whose
+    own preflight failed, from each row's node's preflight result and rescue."""
+    per_node = [_vars(hostvars, row.get("name")) for row in rows]
+    return health_record(
+        rows,
+        [values.get("aorta_prepare", {}) for values in per_node],
+        [values.get("aorta_node_setup_failure", "") for values in per_node],
+        [values.get("aorta_node_setup_own", False) for values in per_node],
+    )
+
+
+def status(rows: Sequence[Mapping[str, Any]], failure_message: Any = "", failure_nodes: Any = ()) -> dict[str, Any]:
+    """The run's ``{status, message, failed_nodes, first_failure}``: FAILED with the setup's own
+    message and nodes when setup stopped before the launch, else what the nodes' rows say."""
+    if failure_message:
+        failed = [str(name) for name in failure_nodes or ()]
+        return {
+            "status": "FAILED",
+            "failed_nodes": failed,
+            "first_failure": failed[0] if failed else None,
+            "message": failure_message,
+        }
+    return run_status(rows)
+
+
+def diagnosis(results_dir: str, run_state: str, rows: list[Mapping[str, Any]], ranks_per_node: int | None) -> dict:
+    """Why the run stopped (``diagnose_run``); ranks per node 1 when no launch said (setup stopped
+    first: no rank evidence exists then anyway)."""
+    try:
+        return diagnose_run(results_dir, run_state, rows, max(1, ranks_per_node or 1))
+    except Exception as exc:  # the diagnosis informs; a bug in it must not cost the run its run.json
+        return {
+            "kind": "none",
+            "behind": [],
+            "waiting": "",
+            "method": "undetermined",
+            "evidence": [],
+            "node_errors": [],
+            "problems": [f"the diagnosis itself failed: {type(exc).__name__}: {exc}"],
+            "summary": f"{run_state}: no diagnosis ({type(exc).__name__}: {exc})",
+        }
+
+
+def context(settings: Mapping[str, Any], hostvars: Mapping[str, Any], groups: Mapping[str, Any] | None) -> dict:
+    """What ran, with what (run.json's ``context``): the image and config the run was given, and what
+    the head's preflight and launch found (image id, launch mode, node and rank counts, the
+    effective config's batch size and sequence length)."""
+    values = _vars(hostvars, head(hostvars, groups))
+    launch = _dict(values.get("aorta_launch"))
+    facts = _dict(_dict(values.get("aorta_prepare")).get("facts"))
+    overrides = settings["aorta_training_overrides"]
+    base_config = settings["aorta_base_config"]
+    return {
+        "image": settings["aorta_docker_image"],
+        "image_id": facts.get("image_id"),
+        "base_config": base_config,
+        "overrides": overrides,
+        "launch_mode": launch.get("launch_mode"),
+        "nodes": launch.get("nnodes", len(nodes_of(groups))),
+        "gpus_per_node": nproc(hostvars, groups),
+        "settings": run_settings(_dict(facts.get("read")).get("text", ""), overrides, base_config),
+    }
+
+
+def summaries(hostvars: Mapping[str, Any], groups: Mapping[str, Any] | None) -> list[dict[str, Any]]:
+    """The per-file summaries the nodes made (aorta_parse_on_nodes: each ``aorta_end.summaries``),
+    each with its ``node``, in node order."""
+    return [
+        {**item, "node": host}
+        for host in nodes_of(groups)
+        for item in _dict(_vars(hostvars, host).get("aorta_end")).get("summaries") or []
+    ]
+
+
+def clock_offsets(hostvars: Mapping[str, Any], groups: Mapping[str, Any] | None) -> dict[str, Any]:
+    """Each node's clock minus the controller's, in seconds, as its preflight measured it
+    (``aorta_prepare.derived.record.clock_offset_s``); nodes without one are left out."""
+    found = {}
+    for host in nodes_of(groups):
+        prepared = _dict(_vars(hostvars, host).get("aorta_prepare"))
+        offset = _dict(_dict(prepared.get("derived")).get("record")).get("clock_offset_s")
+        if offset is not None:
+            found[host] = offset
+    return found
+
+
+def ended(hostvars: Mapping[str, Any], groups: Mapping[str, Any] | None) -> list[str]:
+    """The nodes node_end ran on (each has an ``aorta_end`` result)."""
+    return [host for host in nodes_of(groups) if "aorta_end" in _vars(hostvars, host)]
+
+
+def collected_nodes(hostvars: Mapping[str, Any], groups: Mapping[str, Any] | None) -> list[Any]:
+    """combined_traces' ``nodes``: each ended node's ``aorta_end.collect``, where it has one."""
+    ends = [_dict(_vars(hostvars, host).get("aorta_end")) for host in ended(hostvars, groups)]
+    return [end["collect"] for end in ends if "collect" in end]
+
+
+def combined_traces(results_dir: str, collected: Mapping[str, Any]) -> dict[str, Any] | None:
+    """run.json's ``combined_traces``: this run's collection (``aorta_combined``, with its manifest),
+    else None."""
+    if "manifest" not in collected:
+        return None
+    return {
+        "path": f"{results_dir}/combined_traces",
+        "files": collected.get("files"),
+        "missing_ranks": collected.get("missing_ranks"),
+        "nodes_not_collected": _dict(collected["manifest"]).get("nodes_not_collected"),
+    }
+
+
+def run_json(
+    *,
+    run_id: str,
+    results_dir: str,
+    run: Mapping[str, Any],
+    why: Mapping[str, Any],
+    what: Mapping[str, Any],
+    rows: list[dict[str, Any]],
+    health_found: Mapping[str, Any],
+    launch: Mapping[str, Any],
+    collected: Mapping[str, Any],
+    collect_failure: Any,
+    started_epoch: Any,
+    finished_epoch: int,
+) -> dict[str, Any]:
+    """run.json's content: ``run`` is ``status()``, ``why`` ``diagnosis()``, ``what`` ``context()``,
+    ``health_found`` ``health()``, ``launch`` the head's, ``collected`` combined_traces' result."""
+    return {
+        "run_id": run_id,
+        "status": run["status"],
+        "message": run["message"],
+        "failed_nodes": run["failed_nodes"],
+        "first_failure": run.get("first_failure"),
+        "started_epoch": started_epoch,
+        "finished_epoch": finished_epoch,
+        "master_addr": launch.get("master_addr"),
+        "master_port": launch.get("master_port"),
+        "excluded": launch.get("excluded_nodes", []),
+        "diagnosis": why,
+        "context": what,
+        "nodes": rows,
+        "drift": health_found["drift"],
+        "unhealthy": health_found["unhealthy"],
+        "combined_traces": combined_traces(results_dir, collected),
+        "collection_error": collect_failure,
+    }
+
+
+def console_lines(
+    run_id: str,
+    results_dir: str,
+    run: Mapping[str, Any],
+    why: Mapping[str, Any],
+    rows: Sequence[Mapping[str, Any]],
+    health_found: Mapping[str, Any],
+    every_node: bool = False,
+) -> list[str]:
+    """What the run prints at its end: its status, why it stopped (unless it completed with no node
+    error), a line per node that was not ok (every node with ``every_node``: -v) and one of counts,
+    the drift, where the unhealthy nodes are listed, and where the results are."""
+    lines = [f"run {run_id}: {run['status']} - {run['message']}"]
+    if run["status"] != "COMPLETED" or why.get("node_errors"):
+        lines.append(f"why: {why.get('summary')}")
+    lines += node_table(rows, every_node)
+    lines += health_found["drift_lines"]
+    if health_found["unhealthy"]:
+        lines.append(
+            f"unhealthy: {len(health_found['unhealthy'])} nodes, listed in {results_dir}/unhealthy.txt; "
+            f"re-run with -i {results_dir}/healthy.cluster.json"
+        )
+    return [*lines, f"results: {results_dir}"]
+
+
+def awx_stats(
+    run_id: str,
+    results_dir: str,
+    run: Mapping[str, Any],
+    why: Mapping[str, Any],
+    launch: Mapping[str, Any],
+    collected: Mapping[str, Any],
+) -> dict[str, Any]:
+    """The task result's ``ansible_stats``, as set_stats makes it (once for the play, aggregated):
+    AWX shows the data on the job and hands it to the next node of a workflow."""
+    data = {
+        "aorta_run_id": run_id,
+        "aorta_run_status": run["status"],
+        "aorta_failed_nodes": run["failed_nodes"],
+        "aorta_excluded_nodes": [_dict(node).get("name") for node in launch.get("excluded_nodes") or []],
+        "aorta_diagnosis": why.get("summary"),
+        "aorta_results_dir": results_dir,
+        "aorta_run_json": f"{results_dir}/run.json",
+        # The same test as run.json's combined_traces: this run's collection wrote it.
+        "aorta_manifest": f"{results_dir}/combined_traces/manifest.json" if "manifest" in collected else "",
+    }
+    return {"data": data, "per_host": False, "aggregate": True}
+
+
+def cluster_source(hostvars: Mapping[str, Any], groups: Mapping[str, Any] | None) -> str:
+    """The cluster file the nodes came from (the first node's ``aorta_cluster_file``), '' when they
+    came from another inventory."""
+    nodes = nodes_of(groups)
+    return str(_vars(hostvars, nodes[0]).get("aorta_cluster_file") or "") if nodes else ""
+
+
+def health_files(source: Any, health_found: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """``[(file name, text)]`` to write beside run.json, each mode 0600 (healthy.cluster.json may hold
+    the SSH password): unhealthy.txt every run (empty when every node is healthy), and, when the nodes
+    came from a cluster file, healthy.cluster.json without the unhealthy nodes. Raises
+    ClusterFileError when that file cannot be read again."""
+    files = [("unhealthy.txt", str(health_found["unhealthy_text"]))]
+    if source:
+        names = [str(node["name"]) for node in health_found["unhealthy"]]
+        files.append(("healthy.cluster.json", healthy_cluster(str(source), names)))
+    return files
+
+
+def record(
+    settings: Mapping[str, Any],
+    hostvars: Mapping[str, Any],
+    groups: Mapping[str, Any] | None,
+    finished_epoch: int,
+    every_node: bool = False,
+    diagnose: Callable[[str, str, list, int | None], dict] = diagnosis,
+) -> dict[str, Any]:
+    """Everything run_record writes and returns, each figure computed once: ``rows``, ``health``,
+    ``status``, ``diagnosis``, ``run_json``, ``lines`` and ``stats``. ``settings``: the aorta_*
+    values run_record reads (the run id, results directory, setup failure, image and config, start);
+    ``hostvars``: ``host_values`` of the nodes (NODE_VARS) and of localhost (LOCAL_VARS)."""
+    run_id = str(settings["aorta_run_id_resolved"])
+    results_dir = str(settings["aorta_results_dir_resolved"])
+    rows = node_rows(hostvars, groups)
+    health_found = health(rows, hostvars)
+    run = status(rows, settings.get("aorta_run_failure_message"), settings.get("aorta_run_failure_nodes"))
+    why = diagnose(results_dir, run["status"], rows, nproc(hostvars, groups))
+    launch = head_launch(hostvars, groups)
+    local = _vars(hostvars, "localhost")
+    collected = _dict(local.get("aorta_combined"))
+    document = run_json(
+        run_id=run_id,
+        results_dir=results_dir,
+        run=run,
+        why=why,
+        what=context(settings, hostvars, groups),
+        rows=rows,
+        health_found=health_found,
+        launch=launch,
+        collected=collected,
+        collect_failure=local.get("aorta_collect_failure"),
+        started_epoch=settings.get("aorta_run_started_epoch"),
+        finished_epoch=finished_epoch,
+    )
+    return {
+        "rows": rows,
+        "health": health_found,
+        "status": run,
+        "diagnosis": why,
+        "run_json": document,
+        "lines": console_lines(run_id, results_dir, run, why, rows, health_found, every_node),
+        "stats": awx_stats(run_id, results_dir, run, why, launch, collected),
+    }

@@ -1,0 +1,344 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""The run's record from the nodes' registered results, each figure once: the head, the rank count,
+the node rows, the health, the status, the context, run.json and its console lines and AWX stats.
+docs/samples/run.json is rebuilt, whole, from the results that made it."""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+
+import pytest
+
+from ansible_collections.aorta.cluster.plugins.plugin_utils import _record as rr
+from ansible_collections.aorta.cluster.plugins.plugin_utils._cluster_file import ClusterFileError
+
+REPO = Path(__file__).resolve().parents[4]
+SAMPLE = json.loads((REPO / "docs" / "samples" / "run.json").read_text())
+# What preflight puts in a row; node_end's node_result holds the rest.
+FROM_PREFLIGHT = ("fingerprint", "health")
+SETTINGS = {
+    "aorta_run_id_resolved": SAMPLE["run_id"],
+    "aorta_results_dir_resolved": SAMPLE["combined_traces"]["path"].rsplit("/", 1)[0],
+    "aorta_docker_image": SAMPLE["context"]["image"],
+    "aorta_base_config": SAMPLE["context"]["base_config"],
+    "aorta_training_overrides": SAMPLE["context"]["overrides"],
+    "aorta_run_failure_message": "",
+    "aorta_run_failure_nodes": [],
+    "aorta_run_started_epoch": SAMPLE["started_epoch"],
+}
+
+
+def sample_vars():
+    """The hostvars (``host_values``) and groups that made docs/samples/run.json: each node's
+    preflight, launch and end results, and localhost's collection."""
+    hostvars, names = {}, []
+    launch = {
+        "head": SAMPLE["nodes"][0]["name"],
+        "nnodes": 2,
+        "nproc": 2,
+        "launch_mode": "torchrun",
+        "master_addr": SAMPLE["master_addr"],
+        "master_port": SAMPLE["master_port"],
+        "excluded_nodes": [],
+    }
+    for row in SAMPLE["nodes"]:
+        names.append(row["name"])
+        derived = {"fabric_if": row["fabric_if"], "record": {"clock_offset_s": 0.25 * row["rank"]}}
+        derived |= {key: row[key] for key in FROM_PREFLIGHT}
+        prepared = {"derived": derived, "facts": {"image_id": SAMPLE["context"]["image_id"]}}
+        if row["rank"] == 0:
+            prepared["facts"]["read"] = {"text": "training:\n  batch_size: 8\n"}
+        result = {key: value for key, value in row.items() if key not in FROM_PREFLIGHT}
+        hostvars[row["name"]] = {
+            "aorta_node_rank": row["rank"],
+            "aorta_mgmt_ip": row["mgmt_ip"],
+            "aorta_vpc_ip": row["vpc_ip"],
+            "aorta_prepare": prepared,
+            "aorta_launch": dict(launch, rank=row["rank"]),
+            "aorta_end": {"node_result": result, "collect": {"rank": row["rank"], "name": row["name"]}},
+        }
+    collected = SAMPLE["combined_traces"]
+    hostvars["localhost"] = {
+        "aorta_combined": {
+            "files": collected["files"],
+            "missing_ranks": collected["missing_ranks"],
+            "manifest": {"nodes_not_collected": collected["nodes_not_collected"]},
+        }
+    }
+    return hostvars, {"aorta_nodes": names, "all": [*names, "localhost"]}
+
+
+def the_sample_diagnosis(results_dir, status, rows, nproc):
+    assert (status, nproc, len(rows)) == ("COMPLETED", 2, 2)
+    return copy.deepcopy(SAMPLE["diagnosis"])
+
+
+def test_run_json_rebuilds_the_sample_whole_and_keeps_its_keys():
+    hostvars, groups = sample_vars()
+    found = rr.record(SETTINGS, hostvars, groups, SAMPLE["finished_epoch"], diagnose=the_sample_diagnosis)
+    document = found["run_json"]
+    # The integration tests compare a real run's run.json with the sample's keys: these are they.
+    assert set(document) == set(SAMPLE)
+    assert set(document["nodes"][0]) == set(SAMPLE["nodes"][0])
+    assert set(document["context"]) == set(SAMPLE["context"])
+    assert document == SAMPLE
+    assert found["status"] == {
+        "status": "COMPLETED",
+        "failed_nodes": [],
+        "first_failure": None,
+        "message": SAMPLE["message"],
+    }
+    assert found["diagnosis"] == SAMPLE["diagnosis"] and found["rows"] == SAMPLE["nodes"]
+    assert found["lines"] == [
+        f"run {SAMPLE['run_id']}: COMPLETED - all 2 nodes completed",
+        "nodes: 2 (2 ok); fabric interface: eth1 on 2",
+        f"results: {SETTINGS['aorta_results_dir_resolved']}",
+    ]
+    assert found["stats"]["data"]["aorta_manifest"].endswith("/combined_traces/manifest.json")
+
+
+def test_the_head_is_the_launchs_else_the_first_node():
+    hostvars = {"a": {"aorta_launch": {"head": "b"}}, "b": {"aorta_launch": {"nproc": 4, "nnodes": 1}}}
+    groups = {"aorta_nodes": ["a", "b"]}
+    assert rr.head(hostvars, groups) == "b"
+    assert rr.head_launch(hostvars, groups) == {"nproc": 4, "nnodes": 1}
+    assert rr.head({"a": {}}, groups) == "a"
+    assert rr.head({"a": {"aorta_launch": {"failed": True}}}, groups) == "a"
+    assert rr.head({}, {}) is None and rr.head_launch({}, None) == {}
+    assert rr.nodes_of({"all": ["x"]}) == [] and rr.nodes_of({"aorta_nodes": ["n1", 2]}) == ["n1", "2"]
+
+
+def test_nproc_is_the_launchs_else_the_configured_never_0_nor_omit():
+    groups = {"aorta_nodes": ["a", "b"]}
+    launched = {"a": {"aorta_launch": {"head": "a", "nproc": 4}}}
+    assert rr.nproc(launched, groups, 2, 8) == 4
+    # Node 0 excluded: its launch has the head but no nproc; the head's launch has it.
+    excluded = {"a": {"aorta_launch": {"head": "b", "excluded": True}}, "b": {"aorta_launch": {"nproc": 2}}}
+    assert rr.nproc(excluded, groups) == 2
+    assert rr.nproc({}, groups, None, 8) == 8
+    assert rr.nproc({}, groups, "6", 8) == 6
+    omitted = "__omit_place_holder__0123456789abcdef"
+    assert rr.nproc({"a": {"aorta_launch": {"nproc": omitted}}}, groups, 0, "8") == 8
+    # No launch and nothing configured: None, said, not 0.
+    assert rr.nproc({}, groups) is None
+    assert rr.nproc({"a": {"aorta_launch": {"nproc": 0}}}, groups, None, None) is None
+    assert rr.nproc({}, groups, True, None) is None
+
+
+def test_expected_ranks_counts_the_nodes_that_ran_times_their_ranks():
+    groups = {"aorta_nodes": ["a", "b", "c"]}
+    launched = {"a": {"aorta_launch": {"head": "a", "nproc": 8, "nnodes": 2}}}
+    assert rr.expected_ranks(launched, groups, None, 4) == 16
+    assert rr.expected_ranks({}, groups, None, 4) == 12  # no launch: every node, the configured ranks
+    assert rr.expected_ranks({}, groups, 2, 4) == 6
+    assert rr.expected_ranks({}, groups) is None
+    assert rr.expected_ranks({}, {}, None, 8) is None
+
+
+def test_a_node_that_never_ended_keeps_the_defaults_and_a_value_set_to_none_stays_none():
+    rows = rr.node_rows(
+        {
+            "a": {"aorta_node_rank": 0, "aorta_vpc_ip": "10.1.0.1", "aorta_prepare": {"derived": None}},
+            "b": {
+                "aorta_node_rank": 1,
+                "aorta_mgmt_ip": None,
+                "aorta_vpc_ip": "10.1.0.2",
+                "aorta_prepare": {"derived": {"fabric_if": None, "fingerprint": {"kernel": "6"}}},
+                "aorta_end": {"node_result": {"state": "ok", "exit_code": 0, "rank": 1, "log": "/r/logs/b.log"}},
+            },
+        },
+        {"aorta_nodes": ["a", "b", "gone"]},
+    )
+    base = {"state": "not_started", "exit_code": None, "log": None, "health": None, "fingerprint": None}
+    assert rows[0] == {"name": "a", "rank": 0, "mgmt_ip": "a", "vpc_ip": "10.1.0.1", "fabric_if": "", **base}
+    assert rows[1]["mgmt_ip"] is None and rows[1]["fabric_if"] is None and rows[1]["fingerprint"] == {"kernel": "6"}
+    assert (rows[1]["state"], rows[1]["exit_code"], rows[1]["log"]) == ("ok", 0, "/r/logs/b.log")
+    assert rows[2] == {"name": "gone", "rank": None, "mgmt_ip": "gone", "vpc_ip": None, "fabric_if": "", **base}
+
+
+def test_health_reads_each_nodes_preflight_and_rescue():
+    hostvars = {
+        "a": {"aorta_prepare": {"failed": True, "failures": ["preflight[gpu]: a: 4 GPUs seen"]}},
+        "b": {"aorta_node_setup_failure": "b: Probe: unreachable", "aorta_node_setup_own": True},
+        "c": {"aorta_prepare": {"failed": True, "own": False, "msg": "head failed"}},
+    }
+    rows = [{"name": name} for name in ("a", "b", "c")]
+    found = rr.health(rows, hostvars)
+    assert found["unhealthy"] == [
+        {"name": "a", "reasons": ["preflight[gpu]: a: 4 GPUs seen"]},
+        {"name": "b", "reasons": ["b: Probe: unreachable"]},
+    ]
+    assert found["unhealthy_text"] == "a\tpreflight[gpu]: a: 4 GPUs seen\nb\tb: Probe: unreachable\n"
+    assert found["drift"] == [] and found["drift_lines"] == []
+
+
+def test_the_status_is_the_setups_failure_else_the_nodes():
+    rows = [{"name": "a", "state": "ok"}, {"name": "b", "state": "ok"}]
+    assert rr.status(rows)["status"] == "COMPLETED"
+    assert rr.status(rows, "", ["a"])["message"] == "all 2 nodes completed"
+    assert rr.status(rows, "a: Probe: unreachable", ["a", "b"]) == {
+        "status": "FAILED",
+        "failed_nodes": ["a", "b"],
+        "first_failure": "a",
+        "message": "a: Probe: unreachable",
+    }
+    assert rr.status([], "gone", [])["first_failure"] is None
+
+
+def test_the_diagnosis_takes_one_rank_per_node_without_a_launch_and_survives_its_own_bug(monkeypatch):
+    seen = []
+    monkeypatch.setattr(rr, "diagnose_run", lambda *args: seen.append(args) or {"summary": "ok"})
+    assert rr.diagnosis("/r", "FAILED", [], None) == {"summary": "ok"}
+    assert rr.diagnosis("/r", "FAILED", [], 8) == {"summary": "ok"}
+    assert [args[3] for args in seen] == [1, 8]
+
+    def broken(*_args):
+        raise KeyError("rank")
+
+    monkeypatch.setattr(rr, "diagnose_run", broken)
+    found = rr.diagnosis("/r", "TIMEOUT", [], 2)
+    assert found["kind"] == "none" and found["summary"] == "TIMEOUT: no diagnosis (KeyError: 'rank')"
+
+
+def test_the_context_is_what_ran_with_what():
+    settings = {"aorta_docker_image": "img:1", "aorta_base_config": "c.yaml", "aorta_training_overrides": "x=1"}
+    hostvars = {"a": {"aorta_launch": {"head": "b"}}, "b": {"aorta_launch": {"nproc": 8, "launch_mode": "script"}}}
+    found = rr.context(settings, hostvars, {"aorta_nodes": ["a", "b", "c"]})
+    assert found["nodes"] == 3 and found["gpus_per_node"] == 8 and found["launch_mode"] == "script"
+    assert found["image_id"] is None and found["overrides"] == "x=1"
+    assert found["settings"]["batch_size"] is None and "c.yaml was not read on the head" in found["settings"]["note"]
+    # Setup stopped before the launch: nothing known of the run's shape.
+    found = rr.context(settings, {}, {"aorta_nodes": ["a"]})
+    assert (found["nodes"], found["gpus_per_node"], found["launch_mode"]) == (1, None, None)
+
+
+def test_summaries_and_clock_offsets_come_from_every_node_in_order():
+    hostvars, groups = sample_vars()
+    hostvars["192.168.144.2"]["aorta_end"]["summaries"] = [{"file": "r2.json", "rank": 2}]
+    hostvars["192.168.128.2"]["aorta_end"]["summaries"] = [{"file": "r0.json", "node": "stale"}, {"file": "r1.json"}]
+    assert rr.summaries(hostvars, groups) == [
+        {"file": "r0.json", "node": "192.168.128.2"},
+        {"file": "r1.json", "node": "192.168.128.2"},
+        {"file": "r2.json", "rank": 2, "node": "192.168.144.2"},
+    ]
+    assert rr.clock_offsets(hostvars, groups) == {"192.168.128.2": 0.0, "192.168.144.2": 0.25}
+    hostvars["192.168.144.2"].pop("aorta_prepare")
+    assert rr.clock_offsets(hostvars, groups) == {"192.168.128.2": 0.0}
+    # A folder of traces given alone: no nodes.
+    assert rr.summaries({}, {}) == [] and rr.clock_offsets({}, {"all": ["localhost"]}) == {}
+
+
+def test_combined_traces_takes_each_ended_nodes_collection():
+    hostvars = {"a": {"aorta_end": {"collect": {"rank": 0}}}, "b": {"aorta_end": {"skipped": True}}, "c": {}}
+    groups = {"aorta_nodes": ["a", "b", "c"]}
+    assert rr.ended(hostvars, groups) == ["a", "b"]
+    assert rr.collected_nodes(hostvars, groups) == [{"rank": 0}]
+    assert rr.ended({}, groups) == [] and rr.collected_nodes({}, groups) == []
+
+
+def test_run_json_has_no_combined_traces_without_this_runs_manifest():
+    assert rr.combined_traces("/r", {}) is None
+    assert rr.combined_traces("/r", {"skipped": True, "files": 3}) is None
+    found = rr.combined_traces("/r", {"files": 3, "missing_ranks": [5], "manifest": {"nodes_not_collected": ["b"]}})
+    assert found == {"path": "/r/combined_traces", "files": 3, "missing_ranks": [5], "nodes_not_collected": ["b"]}
+
+
+def test_a_setup_failure_is_recorded_with_what_is_known():
+    hostvars = {
+        "a": {"aorta_node_rank": 0, "aorta_vpc_ip": "v", "aorta_node_setup_failure": "a: Probe: no docker"},
+        "b": {"aorta_node_rank": 1, "aorta_vpc_ip": "w", "aorta_prepare": {"failed": True, "own": False}},
+    }
+    hostvars["a"]["aorta_node_setup_own"] = True
+    settings = dict(SETTINGS, aorta_run_failure_message="a: Probe: no docker", aorta_run_failure_nodes=["a"])
+    settings.pop("aorta_run_started_epoch")
+    found = rr.record(settings, hostvars, {"aorta_nodes": ["a", "b"]}, 1796000000, diagnose=lambda *a: {"summary": "x"})
+    document = found["run_json"]
+    assert (document["status"], document["failed_nodes"], document["first_failure"]) == ("FAILED", ["a"], "a")
+    assert document["started_epoch"] is None and document["finished_epoch"] == 1796000000
+    assert document["master_addr"] is None and document["excluded"] == [] and document["combined_traces"] is None
+    assert [n["state"] for n in document["nodes"]] == ["not_started", "not_started"]
+    assert document["unhealthy"] == [{"name": "a", "reasons": ["a: Probe: no docker"]}]
+    assert document["collection_error"] is None and document["context"]["gpus_per_node"] is None
+    assert found["status"] is not document  # the status dict is the one run.json's fields came from
+    assert found["lines"][:2] == [f"run {SAMPLE['run_id']}: FAILED - a: Probe: no docker", "why: x"]
+
+
+def test_the_console_lines_say_why_only_when_it_matters():
+    rows = [{"name": "a", "rank": 0, "state": "ok"}, {"name": "b", "rank": 1, "state": "failed", "exit_code": 1}]
+    healthy = {"drift_lines": [], "unhealthy": []}
+    done = {"status": "COMPLETED", "message": "all 2 nodes completed"}
+    lines = rr.console_lines("r1", "/res", done, {"summary": "COMPLETED", "node_errors": []}, rows[:1], healthy)
+    assert lines == [
+        "run r1: COMPLETED - all 2 nodes completed",
+        "nodes: 1 (1 ok); fabric interface: - on 1",
+        "results: /res",
+    ]
+    lines = rr.console_lines("r1", "/res", done, {"summary": "ECC", "node_errors": [{"node": "a"}]}, rows[:1], healthy)
+    assert lines[1] == "why: ECC"
+    failed = {"status": "FAILED", "message": "FAILED on 1 of 2 nodes"}
+    sick = {"drift_lines": ["preflight[drift]: WARNING kernel"], "unhealthy": [{"name": "b"}]}
+    lines = rr.console_lines("r1", "/res", failed, {"summary": "rank 2 died", "node_errors": []}, rows, sick)
+    assert lines[1] == "why: rank 2 died" and lines[2].startswith("rank    1  b ") and len(lines) == 7
+    assert lines[4:6] == [
+        "preflight[drift]: WARNING kernel",
+        "unhealthy: 1 nodes, listed in /res/unhealthy.txt; re-run with -i /res/healthy.cluster.json",
+    ]
+    every = rr.console_lines("r1", "/res", failed, {"summary": "x"}, rows, healthy, every_node=True)
+    assert [line.split()[2] for line in every[2:4]] == ["a", "b"]
+
+
+def test_the_awx_stats_are_set_stats_own_shape():
+    run = {"status": "TIMEOUT", "failed_nodes": ["b"]}
+    launch = {"excluded_nodes": [{"name": "c", "reasons": ["sick"]}]}
+    stats = rr.awx_stats("r1", "/res", run, {"summary": "TIMEOUT: rank 3"}, launch, {"manifest": {}})
+    assert stats == {
+        "data": {
+            "aorta_run_id": "r1",
+            "aorta_run_status": "TIMEOUT",
+            "aorta_failed_nodes": ["b"],
+            "aorta_excluded_nodes": ["c"],
+            "aorta_diagnosis": "TIMEOUT: rank 3",
+            "aorta_results_dir": "/res",
+            "aorta_run_json": "/res/run.json",
+            "aorta_manifest": "/res/combined_traces/manifest.json",
+        },
+        "per_host": False,
+        "aggregate": True,
+    }
+    assert rr.awx_stats("r1", "/res", run, {}, {}, {"skipped": True})["data"]["aorta_manifest"] == ""
+
+
+def test_the_health_files_keep_the_healthy_nodes_of_the_cluster_file(tmp_path):
+    source = tmp_path / "cluster.json"
+    nodes = {"n1": {"vpc_ip": "10.0.0.1"}, "n2": {"vpc_ip": "10.0.0.2"}}
+    source.write_text(json.dumps({"username": "me", "password": "pw", "node_dict": nodes}))
+    assert rr.cluster_source({"n1": {"aorta_cluster_file": str(source)}}, {"aorta_nodes": ["n1"]}) == str(source)
+    assert rr.cluster_source({"n1": {"aorta_cluster_file": None}}, {"aorta_nodes": ["n1"]}) == ""
+    assert rr.cluster_source({}, {}) == ""
+    found = {"unhealthy": [{"name": "n2", "reasons": ["x"]}], "unhealthy_text": "n2\tx\n"}
+    files = dict(rr.health_files(str(source), found))
+    assert files["unhealthy.txt"] == "n2\tx\n" and list(json.loads(files["healthy.cluster.json"])["node_dict"]) == [
+        "n1"
+    ]
+    # Nodes from another inventory: unhealthy.txt only, even empty.
+    assert rr.health_files("", {"unhealthy": [], "unhealthy_text": ""}) == [("unhealthy.txt", "")]
+    with pytest.raises(ClusterFileError):
+        rr.health_files(str(tmp_path / "gone.json"), found)
+
+
+def test_host_values_reads_each_host_once_and_templates_what_it_reads():
+    class Vars(dict):
+        reads = 0
+
+    class HostVars(dict):
+        def __getitem__(self, host):
+            Vars.reads += 1
+            return super().__getitem__(host)
+
+    hostvars = HostVars(a=Vars(aorta_launch={"head": "a"}, other=1), localhost=Vars(aorta_combined="{{ x }}"))
+    found = rr.host_values(hostvars, ["a", "gone"], ["aorta_launch", "aorta_end"], template=lambda v: ("t", v))
+    assert found == {"a": {"aorta_launch": ("t", {"head": "a"})}, "gone": {}}
+    assert Vars.reads == 1
+    assert rr.host_values(hostvars, ["localhost"], rr.LOCAL_VARS) == {"localhost": {"aorta_combined": "{{ x }}"}}
