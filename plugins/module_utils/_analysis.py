@@ -135,7 +135,53 @@ def _cpu_kind(name: str, annotation: bool) -> int:
 
 
 def _metrics(path: str, include_unlinked_kernels: bool, exact: bool) -> dict:
+    """The metrics of one trace, read outline-guessed or ``exact``: the phases below in turn."""
     batches, dist_info, _devices, base_ns = load(path, exact=exact)
+    event_count, cpu_events, gpu, links = _gather(batches)
+    if not event_count:
+        raise NotATrace(f"{path}: not a profiler trace (traceEvents holds no event), skipped")
+    comp, comm, memcpy, categories, collectives, kernels, gpu_collectives, gpu_activity = _gpu_figures(
+        gpu, links, include_unlinked_kernels
+    )
+
+    # A GPU trace needs only the profiler steps of its CPU ranges; a CPU-only one needs them all.
+    cpu = _cpu_ranges(cpu_events, steps_only=bool(comp or comm or memcpy))
+    steps, step_numbers = cpu["steps"], cpu["step_numbers"]
+    cpu_ops, cpu_comm, collectives_cpu = cpu["ops"], cpu["comm"], cpu["collectives"]
+    result = {
+        "file": path,
+        "rank": dist_info.get("rank") if isinstance(dist_info, dict) else None,
+        "world_size": dist_info.get("world_size") if isinstance(dist_info, dict) else None,
+        "gpu": bool(comp or comm or memcpy),
+        "gpu_timeline": None,
+        "kernel_time_by_category_ms": {k: v / 1000.0 for k, v in sorted(categories.items())},
+        "collectives": {k: dict(v, time_ms=round(v["time_ms"], 6)) for k, v in sorted(collectives.items())},
+        # The longest GPU events by name: [name, count, total ms], at most TOP_KERNELS.
+        "top_kernels": [
+            [n, c, round(t / 1000.0, 6)] for n, (c, t) in heapq.nlargest(TOP_KERNELS, kernels.items(), key=_by_time)
+        ],
+    }
+    comp_u = union(comp)  # merged once: the timeline figures and the per-step evidence both use it
+    if result["gpu"]:
+        result["gpu_timeline"] = _gpu_timeline(comp_u, comm, memcpy)
+
+    result["iterations"], result["partial_steps"] = _iterations(steps)
+    result.update(_per_step_evidence(result, steps, step_numbers, comp_u, comm, cpu_ops, cpu_comm, collectives_cpu))
+    result["timeline"] = _timeline.select(
+        event_count,
+        base_ns,
+        [(f"ProfilerStep#{step_numbers[span]}", span) for span in steps],
+        gpu_collectives if result["gpu"] else cpu["collective_names"],
+        gpu_activity if result["gpu"] else [(name, span, "cpu") for name, span in cpu["annotations"]],
+    )
+    result.update(_cpu_or_gpu_ratios(result, steps, cpu_comm, cpu_ops))
+    return result
+
+
+def _gather(batches) -> tuple:
+    """(event count, CPU events, GPU events, links) from every batch of the trace, in one pass;
+    links are (launch correlations, graph-launch correlations, ac2g flow start ids, flow end id ->
+    (pid, tid)), what tells a GPU event its launch."""
     event_count, cpu_events, gpu = 0, [], []
     launch_corr, graph_corr, flow_start, flow_end = set(), set(), set(), {}
     relevant_cats, cpu_cats, gpu_cats = _RELEVANT_CATS, _CPU_CATS, _GPU_CATS  # locals: the loop's lookups
@@ -162,9 +208,15 @@ def _metrics(path: str, include_unlinked_kernels: bool, exact: bool) -> dict:
                     flow_start.add(event.id)
                 elif event.ph == "f":
                     flow_end[event.id] = (event.pid, event.tid)
+    return event_count, cpu_events, gpu, (launch_corr, graph_corr, flow_start, flow_end)
 
-    if not event_count:
-        raise NotATrace(f"{path}: not a profiler trace (traceEvents holds no event), skipped")
+
+def _gpu_figures(gpu, links, include_unlinked_kernels: bool) -> tuple:
+    """(computation, communication and memcpy spans, time by category, collectives, kernels by
+    name, the timeline's collectives and activity) of the GPU events; only those ``links``
+    (_gather's) ties to a launch count unless ``include_unlinked_kernels``. One loop over the
+    events, each named and classed once: no call per event but for a kernel name seen first."""
+    launch_corr, graph_corr, flow_start, flow_end = links
     comp: list = []
     comm: list = []
     memcpy: list = []
@@ -221,46 +273,18 @@ def _metrics(path: str, include_unlinked_kernels: bool, exact: bool) -> dict:
             comp.append(span)
         cat_name = "other" if cat == "gpu_memset" else known[2]
         categories[cat_name] = categories.get(cat_name, 0.0) + event.dur
+    return comp, comm, memcpy, categories, collectives, kernels, gpu_collectives, gpu_activity
 
-    # A GPU trace needs only the profiler steps of its CPU ranges; a CPU-only one needs them all.
-    cpu = _cpu_ranges(cpu_events, steps_only=bool(comp or comm or memcpy))
-    steps, step_numbers = cpu["steps"], cpu["step_numbers"]
-    cpu_ops, cpu_comm, collectives_cpu = cpu["ops"], cpu["comm"], cpu["collectives"]
-    result = {
-        "file": path,
-        "rank": dist_info.get("rank") if isinstance(dist_info, dict) else None,
-        "world_size": dist_info.get("world_size") if isinstance(dist_info, dict) else None,
-        "gpu": bool(comp or comm or memcpy),
-        "gpu_timeline": None,
-        "kernel_time_by_category_ms": {k: v / 1000.0 for k, v in sorted(categories.items())},
-        "collectives": {k: dict(v, time_ms=round(v["time_ms"], 6)) for k, v in sorted(collectives.items())},
-        # The longest GPU events by name: [name, count, total ms], at most TOP_KERNELS.
-        "top_kernels": [
-            [n, c, round(t / 1000.0, 6)] for n, (c, t) in heapq.nlargest(TOP_KERNELS, kernels.items(), key=_by_time)
-        ],
-    }
-    comp_u = union(comp)  # merged once: the timeline figures and the per-step evidence both use it
-    if result["gpu"]:
-        result["gpu_timeline"] = _gpu_timeline(comp_u, comm, memcpy)
 
+def _iterations(steps) -> tuple:
+    """(the statistics of the full profiler steps' durations in ms, how many partial steps were left out)."""
     step_durations = [(end - start) / 1000.0 for start, end in sorted(steps)]
     # The profiler's last ProfilerStep#N is opened by the final step() and closed at export: a
     # sliver, not a training step. Counted, it halves a short run's mean and swamps its spread.
     full = step_durations
     if len(step_durations) > 2 and step_durations[-1] < PARTIAL_STEP * statistics.median(step_durations[:-1]):
         full = step_durations[:-1]
-    result["iterations"] = _stats(full)
-    result["partial_steps"] = len(step_durations) - len(full)
-    result.update(_per_step_evidence(result, steps, step_numbers, comp_u, comm, cpu_ops, cpu_comm, collectives_cpu))
-    result["timeline"] = _timeline.select(
-        event_count,
-        base_ns,
-        [(f"ProfilerStep#{step_numbers[span]}", span) for span in steps],
-        gpu_collectives if result["gpu"] else cpu["collective_names"],
-        gpu_activity if result["gpu"] else [(name, span, "cpu") for name, span in cpu["annotations"]],
-    )
-    result.update(_cpu_or_gpu_ratios(result, steps, cpu_comm, cpu_ops))
-    return result
+    return _stats(full), len(step_durations) - len(full)
 
 
 def _cpu_ranges(events, steps_only: bool) -> dict:

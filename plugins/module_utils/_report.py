@@ -175,10 +175,7 @@ def build_report(
     summaries_given = summaries is not None
     if summaries is None:
         summaries = analyse_all(find_traces(traces_dir), include_unlinked_kernels, max_workers)
-    errors = [{"file": s["file"], "error": s["error"]} for s in summaries if "error" in s]
-    skipped = [{"file": s["file"], "reason": s["skipped"]} for s in summaries if "skipped" in s]
-    paired = [{"file": s["file"], "paired_with": s["paired_with"]} for s in summaries if "paired_with" in s]
-    summaries = [s for s in summaries if "skipped" not in s and "paired_with" not in s]
+    summaries, errors, skipped, paired = _sort_out(summaries)
     # Said, never a report of zeros: a bare folder's report fails with this line (run_task); after
     # a run, the report still says why it stopped, with this line among its errors.
     no_trace = (
@@ -186,63 +183,12 @@ def build_report(
     )
     if no_trace:
         errors.append({"file": traces_dir, "error": no_trace})
-    ranks, seen, duplicates, unranked = [], set(), [], []
-    # id(row) -> the summary it came from: its per-step evidence and timeline part stay out of the
-    # report (8 ranks x 4096 steps per node adds up) but feed the straggler test and timeline.json.
-    source = {}
-    for s in sorted(
-        (s for s in summaries if "error" not in s), key=lambda s: (s["rank"] is None, s["rank"], s["file"])
-    ):
-        if s["rank"] is None:
-            # A single-process trace has no distributedInfo: analysed, but not guessed into a rank.
-            unranked.append(_rank_row(s, s.get("node") or _node_of(s["file"], traces_dir, names), traces_dir))
-            source[id(unranked[-1])] = s
-            continue
-        if s["rank"] in seen:
-            duplicates.append(s["file"])
-            continue
-        seen.add(s["rank"])
-        # Summaries made on the nodes carry their node; files read here get it from the tree.
-        ranks.append(_rank_row(s, s.get("node") or _node_of(s["file"], traces_dir, names), traces_dir))
-        source[id(ranks[-1])] = s
-    if not ranks and len(unranked) == 1 and not expected_ranks:
-        # One trace without distributedInfo (TraceLens' most common input) is one rank of a
-        # one-process run: rank 0 of 1, not a failed report. Several are not guessed into ranks.
-        only = unranked.pop()
-        ranks, seen = [dict(only, rank=0, single_process=True)], {0}
-        source[id(ranks[0])] = source[id(only)]
-    sizes: dict = {}
-    for s in summaries:
-        if "error" not in s and s.get("world_size"):
-            sizes[s["world_size"]] = sizes.get(s["world_size"], 0) + 1
-    warnings = []
-    if len(sizes) > 1:
-        # Traces of more than one run in one folder: their ranks would be mixed into one report.
-        warnings.append(
-            "traces of more than one run: world size "
-            + " and ".join(f"{size} ({count} traces)" for size, count in sorted(sizes.items()))
-        )
+    ranks, seen, duplicates, unranked, source = _rank_rows(summaries, traces_dir, names, expected_ranks)
+    warnings = _run_warnings(summaries)
     world = expected_ranks or max([s.get("world_size") or 0 for s in summaries if "error" not in s] + [len(ranks)])
     missing = [r for r in range(world) if r not in seen]
     nodes = sorted({r["node"] for r in ranks})
-    iteration_means = [r["iteration_time_ms"] for r in ranks if r["iteration_time_ms"] is not None]
-    windows_ms = [r["total_time_us"] / 1000.0 for r in ranks if r.get("total_time_us") is not None]
-    performance = {
-        # CVS's figures, so its thresholds mean the same here: per rank the profiled window's total
-        # time (not one step's), averaged over ranks, and its spread across ranks.
-        "avg_iteration_time_ms": _mean(windows_ms),
-        "std_iteration_time_us": (statistics.stdev(windows_ms) * 1000.0 if len(windows_ms) > 1 else 0.0)
-        if windows_ms
-        else None,
-        # The clearer per-step figures: the mean step time (ProfilerStep#N) averaged over ranks.
-        "avg_step_time_ms": _mean(iteration_means),
-        "std_step_time_us": (statistics.stdev(iteration_means) * 1000.0 if len(iteration_means) > 1 else 0.0)
-        if iteration_means
-        else None,
-        "avg_compute_ratio": _mean([r["compute_ratio"] for r in ranks]),
-        "avg_comm_ratio": _mean([r["comm_ratio"] for r in ranks]),
-        "avg_overlap_ratio": _mean([r["overlap_ratio"] for r in ranks]),
-    }
+    performance = _performance(ranks)
     # A one-process run has no peers to compare: its trace gives no straggler evidence.
     evidence = {r["rank"]: source[id(r)] for r in ranks if not r.get("single_process")}
     slow, slow_nodes, straggler_test = stragglers(ranks, straggler_threshold, evidence)
@@ -269,9 +215,7 @@ def build_report(
         "slow_nodes": slow_nodes,
         "missing_ranks": missing,
         "duplicate_rank_files": duplicates,
-        "top_kernels": top_kernels([source[id(r)] for r in ranks]),
-        "kernel_time_by_category_ms": kernel_categories([source[id(r)] for r in ranks]),
-        "collective_table": collective_table([source[id(r)] for r in ranks]),
+        **_rank_tables([source[id(r)] for r in ranks]),
         "skipped_files": skipped,
         # Aorta's pair (TensorBoard and Chrome trace of one window): each window analysed once.
         "paired_files": paired,
@@ -279,6 +223,94 @@ def build_report(
         "no_trace": no_trace,
         "errors": errors,
         "counting": "include_unlinked_kernels" if include_unlinked_kernels else "linked_kernels (TraceLens default)",
+    }
+
+
+def _sort_out(summaries: list) -> tuple:
+    """(the summaries to report on, the failed ones, the skipped files, the paired copies): the
+    first keeps the failed ones, which the report counts among its errors."""
+    errors = [{"file": s["file"], "error": s["error"]} for s in summaries if "error" in s]
+    skipped = [{"file": s["file"], "reason": s["skipped"]} for s in summaries if "skipped" in s]
+    paired = [{"file": s["file"], "paired_with": s["paired_with"]} for s in summaries if "paired_with" in s]
+    summaries = [s for s in summaries if "skipped" not in s and "paired_with" not in s]
+    return summaries, errors, skipped, paired
+
+
+def _rank_rows(summaries: list, traces_dir: str, names: dict, expected_ranks) -> tuple:
+    """(rank rows by rank, the ranks seen, files of a rank seen already, rows of traces without a
+    rank, id(row) -> the summary it came from) of the summaries that did not fail."""
+    ranks, seen, duplicates, unranked = [], set(), [], []
+    # id(row) -> the summary it came from: its per-step evidence and timeline part stay out of the
+    # report (8 ranks x 4096 steps per node adds up) but feed the straggler test and timeline.json.
+    source = {}
+    for s in sorted(
+        (s for s in summaries if "error" not in s), key=lambda s: (s["rank"] is None, s["rank"], s["file"])
+    ):
+        if s["rank"] is None:
+            # A single-process trace has no distributedInfo: analysed, but not guessed into a rank.
+            unranked.append(_rank_row(s, s.get("node") or _node_of(s["file"], traces_dir, names), traces_dir))
+            source[id(unranked[-1])] = s
+            continue
+        if s["rank"] in seen:
+            duplicates.append(s["file"])
+            continue
+        seen.add(s["rank"])
+        # Summaries made on the nodes carry their node; files read here get it from the tree.
+        ranks.append(_rank_row(s, s.get("node") or _node_of(s["file"], traces_dir, names), traces_dir))
+        source[id(ranks[-1])] = s
+    if not ranks and len(unranked) == 1 and not expected_ranks:
+        # One trace without distributedInfo (TraceLens' most common input) is one rank of a
+        # one-process run: rank 0 of 1, not a failed report. Several are not guessed into ranks.
+        only = unranked.pop()
+        ranks, seen = [dict(only, rank=0, single_process=True)], {0}
+        source[id(ranks[0])] = source[id(only)]
+    return ranks, seen, duplicates, unranked, source
+
+
+def _run_warnings(summaries: list) -> list:
+    """The report's warnings: traces of more than one run (world size) in one folder."""
+    sizes: dict = {}
+    for s in summaries:
+        if "error" not in s and s.get("world_size"):
+            sizes[s["world_size"]] = sizes.get(s["world_size"], 0) + 1
+    warnings = []
+    if len(sizes) > 1:
+        # Traces of more than one run in one folder: their ranks would be mixed into one report.
+        warnings.append(
+            "traces of more than one run: world size "
+            + " and ".join(f"{size} ({count} traces)" for size, count in sorted(sizes.items()))
+        )
+    return warnings
+
+
+def _performance(ranks: list) -> dict:
+    """The report's performance block: CVS's window figures, the per-step ones and the mean ratios."""
+    iteration_means = [r["iteration_time_ms"] for r in ranks if r["iteration_time_ms"] is not None]
+    windows_ms = [r["total_time_us"] / 1000.0 for r in ranks if r.get("total_time_us") is not None]
+    return {
+        # CVS's figures, so its thresholds mean the same here: per rank the profiled window's total
+        # time (not one step's), averaged over ranks, and its spread across ranks.
+        "avg_iteration_time_ms": _mean(windows_ms),
+        "std_iteration_time_us": (statistics.stdev(windows_ms) * 1000.0 if len(windows_ms) > 1 else 0.0)
+        if windows_ms
+        else None,
+        # The clearer per-step figures: the mean step time (ProfilerStep#N) averaged over ranks.
+        "avg_step_time_ms": _mean(iteration_means),
+        "std_step_time_us": (statistics.stdev(iteration_means) * 1000.0 if len(iteration_means) > 1 else 0.0)
+        if iteration_means
+        else None,
+        "avg_compute_ratio": _mean([r["compute_ratio"] for r in ranks]),
+        "avg_comm_ratio": _mean([r["comm_ratio"] for r in ranks]),
+        "avg_overlap_ratio": _mean([r["overlap_ratio"] for r in ranks]),
+    }
+
+
+def _rank_tables(rank_summaries: list) -> dict:
+    """The report's tables over the ranks' summaries: top kernels, kernel time by category, collectives."""
+    return {
+        "top_kernels": top_kernels(rank_summaries),
+        "kernel_time_by_category_ms": kernel_categories(rank_summaries),
+        "collective_table": collective_table(rank_summaries),
     }
 
 

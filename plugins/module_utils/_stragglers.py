@@ -150,79 +150,22 @@ def stragglers(ranks: list, threshold: float, evidence: dict | None = None, alph
     """
     evidence = evidence or {}
     by_rank = {r["rank"]: r for r in ranks}
-    steps = {}
-    for rank, item in evidence.items():
-        if rank in by_rank and item.get("step_compute_ms"):
-            steps[rank] = {int(k): v for k, v in item["step_compute_ms"]}
+    steps = _profiled_steps(evidence, by_rank)
     test: dict = {"alpha": alpha, "threshold": threshold, "ranks": len(steps), "steps": 0, "collectives": 0}
     if len(steps) < 2:
         test["verdict"] = "not tested: fewer than two ranks with profiled steps"
         test["node_test"] = {"verdict": "not tested: fewer than two ranks with profiled steps"}
         return [], [], test
     count = len(steps)
-    common = sorted(set.intersection(*(set(v) for v in steps.values())))
-    table = [{r: steps[r][k] for r in steps} for k in common]
-    # A step that barely ran (the profiler's closing step) is no evidence.
-    medians = [statistics.median(row.values()) for row in table]
-    typical = statistics.median(medians) if table else 0.0
-    kept = [i for i, m in enumerate(medians) if typical > 0 and m >= 0.05 * typical]
-    table, medians = [table[i] for i in kept], [medians[i] for i in kept]
-    waits = {r: (evidence[r].get("collective_ms") or []) for r in steps}
-    n_coll = min(len(w) for w in waits.values())
-    arrivals = [{r: waits[r][i] for r in steps} for i in range(n_coll)]
+    table, medians, arrivals, n_coll = _evidence_rows(steps, evidence)
     need = _steps_needed(count, alpha)
     test.update(steps=len(table), collectives=n_coll, steps_needed=need)
     members: dict = {}
     for rank in steps:
         members.setdefault(by_rank[rank]["node"], []).append(rank)
     excess = {rank: _excess(table, medians, rank) for rank in steps}
-    # Against the rank's own node: the median of the node's other ranks, step by step.
-    peers = {}
-    for node_ranks in members.values():
-        if len(node_ranks) < 2:
-            continue
-        for rank in node_ranks:
-            others = [r for r in node_ranks if r != rank]
-            ratios = [row[rank] / m for row in table if (m := statistics.median(row[r] for r in others)) > 0]
-            peers[rank] = statistics.median(ratios) - 1.0 if ratios else 0.0
-    compute_median = statistics.median(r.get("compute_per_iteration_ms") or 0 for r in ranks)
-    wait_median = statistics.median(r.get("comm_wait_per_iteration_ms") or 0 for r in ranks)
-    slow, remaining = [], set(steps)
-    while len(remaining) >= 2:
-        slow_steps = _slowest_counts(table, remaining, True, threshold)
-        last = _slowest_counts(arrivals, remaining, False, 0.0)
-        candidates = []
-        for rank in slow_steps.keys() | last.keys():
-            if excess[rank] <= threshold or peers.get(rank, excess[rank]) <= threshold:
-                continue
-            p_steps = _p_value(slow_steps.get(rank, 0), len(table), len(remaining))
-            p_last = _p_value(last.get(rank, 0), n_coll, len(remaining))
-            if min(p_steps, p_last) < alpha:
-                candidates.append((min(p_steps, p_last), -excess[rank], rank, p_steps, p_last))
-        if not candidates:
-            break
-        _p, _e, rank, p_steps, p_last = min(candidates)
-        r = by_rank[rank]
-        slow.append(
-            {
-                "rank": rank,
-                "node": r["node"],
-                "excess_ratio": excess[rank],
-                "excess_over_node_ratio": peers.get(rank),
-                "slowest_steps": slow_steps.get(rank, 0),
-                "steps": len(table),
-                "p_value_steps": p_steps,
-                "last_arrivals": last.get(rank, 0),
-                "collectives": n_coll,
-                "p_value_arrivals": p_last,
-                "compute_per_iteration_ms": r.get("compute_per_iteration_ms"),
-                "median_compute_per_iteration_ms": compute_median,
-                "comm_wait_per_iteration_ms": r.get("comm_wait_per_iteration_ms"),
-                "median_comm_wait_per_iteration_ms": wait_median,
-                "per_step": [{"compute_ms": row[rank], "median_compute_ms": m} for row, m in zip(table, medians)][:64],
-            }
-        )
-        remaining.discard(rank)
+    peers = _excess_over_node(table, members)
+    slow = _step_down(ranks, by_rank, set(steps), table, medians, arrivals, excess, peers, threshold, alpha)
     # A node is judged by its other ranks: one slow rank of two would move a two-rank node's median
     # by half its excess, and it is that rank's finding already.
     named = {s["rank"] for s in slow}
@@ -244,3 +187,97 @@ def stragglers(ranks: list, threshold: float, evidence: dict | None = None, alph
         )
     test["node_test"] = node_test
     return slow, slow_nodes, test
+
+
+def _profiled_steps(evidence: dict, by_rank: dict) -> dict:
+    """Per rank of ``by_rank`` with profiled steps in its ``evidence``: {step number: compute ms}."""
+    steps = {}
+    for rank, item in evidence.items():
+        if rank in by_rank and item.get("step_compute_ms"):
+            steps[rank] = {int(k): v for k, v in item["step_compute_ms"]}
+    return steps
+
+
+def _evidence_rows(steps: dict, evidence: dict) -> tuple:
+    """(the steps every rank profiled as rows {rank: compute ms}, each row's median, the collectives
+    every rank has as rows {rank: wait ms}, how many collectives); a step that barely ran is left out."""
+    common = sorted(set.intersection(*(set(v) for v in steps.values())))
+    table = [{r: steps[r][k] for r in steps} for k in common]
+    # A step that barely ran (the profiler's closing step) is no evidence.
+    medians = [statistics.median(row.values()) for row in table]
+    typical = statistics.median(medians) if table else 0.0
+    kept = [i for i, m in enumerate(medians) if typical > 0 and m >= 0.05 * typical]
+    table, medians = [table[i] for i in kept], [medians[i] for i in kept]
+    waits = {r: (evidence[r].get("collective_ms") or []) for r in steps}
+    n_coll = min(len(w) for w in waits.values())
+    arrivals = [{r: waits[r][i] for r in steps} for i in range(n_coll)]
+    return table, medians, arrivals, n_coll
+
+
+def _excess_over_node(table: list, members: dict) -> dict:
+    """Per rank of a node with other ranks: the median over steps of its compute / the median of
+    its node's other ranks' - 1 (how much slower it is than its own node)."""
+    peers = {}
+    for node_ranks in members.values():
+        if len(node_ranks) < 2:
+            continue
+        for rank in node_ranks:
+            others = [r for r in node_ranks if r != rank]
+            ratios = [row[rank] / m for row in table if (m := statistics.median(row[r] for r in others)) > 0]
+            peers[rank] = statistics.median(ratios) - 1.0 if ratios else 0.0
+    return peers
+
+
+def _step_down(ranks, by_rank, remaining, table, medians, arrivals, excess, peers, threshold, alpha) -> list:
+    """The stragglers, most certain first: the most certain of ``remaining`` is named, then the test
+    repeats without it until nobody is significant or fewer than two ranks remain."""
+    compute_median = statistics.median(r.get("compute_per_iteration_ms") or 0 for r in ranks)
+    wait_median = statistics.median(r.get("comm_wait_per_iteration_ms") or 0 for r in ranks)
+    n_coll = len(arrivals)
+    slow = []
+    while len(remaining) >= 2:
+        slow_steps = _slowest_counts(table, remaining, True, threshold)
+        last = _slowest_counts(arrivals, remaining, False, 0.0)
+        candidate = _most_certain(slow_steps, last, len(table), n_coll, len(remaining), excess, peers, threshold, alpha)
+        if candidate is None:
+            break
+        rank, p_steps, p_last = candidate
+        r = by_rank[rank]
+        slow.append(
+            {
+                "rank": rank,
+                "node": r["node"],
+                "excess_ratio": excess[rank],
+                "excess_over_node_ratio": peers.get(rank),
+                "slowest_steps": slow_steps.get(rank, 0),
+                "steps": len(table),
+                "p_value_steps": p_steps,
+                "last_arrivals": last.get(rank, 0),
+                "collectives": n_coll,
+                "p_value_arrivals": p_last,
+                "compute_per_iteration_ms": r.get("compute_per_iteration_ms"),
+                "median_compute_per_iteration_ms": compute_median,
+                "comm_wait_per_iteration_ms": r.get("comm_wait_per_iteration_ms"),
+                "median_comm_wait_per_iteration_ms": wait_median,
+                "per_step": [{"compute_ms": row[rank], "median_compute_ms": m} for row, m in zip(table, medians)][:64],
+            }
+        )
+        remaining.discard(rank)
+    return slow
+
+
+def _most_certain(slow_steps, last, n_steps, n_coll, n_ranks, excess, peers, threshold, alpha) -> tuple | None:
+    """(rank, p-value of its slowest steps, of its last arrivals) of the rank most certainly a
+    straggler this round (least p-value, then greatest excess), or None when none is significant."""
+    found = []
+    for rank in slow_steps.keys() | last.keys():
+        if excess[rank] <= threshold or peers.get(rank, excess[rank]) <= threshold:
+            continue
+        p_steps = _p_value(slow_steps.get(rank, 0), n_steps, n_ranks)
+        p_last = _p_value(last.get(rank, 0), n_coll, n_ranks)
+        if min(p_steps, p_last) < alpha:
+            found.append((min(p_steps, p_last), -excess[rank], rank, p_steps, p_last))
+    if not found:
+        return None
+    _p, _e, rank, p_steps, p_last = min(found)
+    return rank, p_steps, p_last

@@ -299,120 +299,134 @@ def health_facts(options: dict, facts: dict, check_mode: bool) -> dict:
     return _health.gather(opts, facts, interface, _kernel_log.scan)
 
 
-def main() -> None:
-    module = AnsibleModule(
-        argument_spec={
-            "docker": {"type": "str", "default": "docker"},
-            "image": {"type": "str", "default": ""},
-            "root": {"type": "path", "default": ""},
-            "paths": {"type": "list", "elements": "str", "default": []},
-            "count_gpus": {"type": "bool", "default": False},
-            "read": {"type": "str", "default": ""},
-            "health": {
-                "type": "dict",
-                "options": {
-                    "step_timeout": {"type": "float", "default": 30},
-                    "allow": {"type": "list", "elements": "str", "default": []},
-                    "since_dir": {"type": "str", "default": "/var/tmp/aorta-cluster"},
-                    "window_s": {"type": "float", "default": 86400},
-                    "fabric_ip": {"type": "str", "default": ""},
-                },
-            },
-            "lease": {
-                "type": "dict",
-                "options": {
-                    "run_id": {"type": "str", "required": True},
-                    "directory": {"type": "str", "default": "/var/tmp/aorta-cluster"},
-                    "expires_in": {"type": "int", "default": 2400},
-                    "owner": {"type": "str"},
-                    "gone_owner": {"type": "str"},
-                },
-            },
-            "port": {
-                "type": "dict",
-                "options": {
-                    "addresses": {"type": "list", "elements": "str", "default": ["0.0.0.0"]},
-                    "start": {"type": "int", "default": 29500},
-                    "end": {"type": "int", "default": 32767},
-                    "exclude": {"type": "list", "elements": "int", "default": []},
-                },
-            },
-            # Judged by the action plugin and never sent: documented here, not validated here.
-            "expect": {
-                "type": "dict",
-                "options": {
-                    "image": {"type": "str"},
-                    "image_archive": {"type": "str"},
-                    "archive_exists": {"type": "bool"},
-                    "aorta_path": {"type": "str"},
-                    "paths": {"type": "list", "elements": "str"},
-                    "min_free_gb": {"type": "float"},
-                    "require_gpu": {"type": "bool"},
-                    "gpus_needed": {"type": "int"},
-                    "vpc_ip": {"type": "str"},
-                    "extra_env": {"type": "dict"},
-                    "slow_s": {"type": "float"},
-                    "step_timeout": {"type": "float"},
-                    "collect": {"type": "bool"},
-                },
-            },
-            "pyspy": {"type": "str"},
-            "tools": {"type": "list", "elements": "dict", "default": []},
-            "connect": {
-                "type": "dict",
-                "options": {
-                    "host": {"type": "str", "required": True},
-                    "port": {"type": "int", "required": True},
-                    "source": {"type": "str", "required": True},
-                    "interface": {"type": "str", "default": ""},
-                    "timeout": {"type": "float", "default": 30},
-                },
+def _argument_spec() -> dict:
+    """The module's options (DOCUMENTATION's), a new dict each call as AnsibleModule may change it."""
+    return {
+        "docker": {"type": "str", "default": "docker"},
+        "image": {"type": "str", "default": ""},
+        "root": {"type": "path", "default": ""},
+        "paths": {"type": "list", "elements": "str", "default": []},
+        "count_gpus": {"type": "bool", "default": False},
+        "read": {"type": "str", "default": ""},
+        "health": {
+            "type": "dict",
+            "options": {
+                "step_timeout": {"type": "float", "default": 30},
+                "allow": {"type": "list", "elements": "str", "default": []},
+                "since_dir": {"type": "str", "default": "/var/tmp/aorta-cluster"},
+                "window_s": {"type": "float", "default": 86400},
+                "fabric_ip": {"type": "str", "default": ""},
             },
         },
-        supports_check_mode=True,
-    )
+        "lease": {
+            "type": "dict",
+            "options": {
+                "run_id": {"type": "str", "required": True},
+                "directory": {"type": "str", "default": "/var/tmp/aorta-cluster"},
+                "expires_in": {"type": "int", "default": 2400},
+                "owner": {"type": "str"},
+                "gone_owner": {"type": "str"},
+            },
+        },
+        "port": {
+            "type": "dict",
+            "options": {
+                "addresses": {"type": "list", "elements": "str", "default": ["0.0.0.0"]},
+                "start": {"type": "int", "default": 29500},
+                "end": {"type": "int", "default": 32767},
+                "exclude": {"type": "list", "elements": "int", "default": []},
+            },
+        },
+        # Judged by the action plugin and never sent: documented here, not validated here.
+        "expect": {
+            "type": "dict",
+            "options": {
+                "image": {"type": "str"},
+                "image_archive": {"type": "str"},
+                "archive_exists": {"type": "bool"},
+                "aorta_path": {"type": "str"},
+                "paths": {"type": "list", "elements": "str"},
+                "min_free_gb": {"type": "float"},
+                "require_gpu": {"type": "bool"},
+                "gpus_needed": {"type": "int"},
+                "vpc_ip": {"type": "str"},
+                "extra_env": {"type": "dict"},
+                "slow_s": {"type": "float"},
+                "step_timeout": {"type": "float"},
+                "collect": {"type": "bool"},
+            },
+        },
+        "pyspy": {"type": "str"},
+        "tools": {"type": "list", "elements": "dict", "default": []},
+        "connect": {
+            "type": "dict",
+            "options": {
+                "host": {"type": "str", "required": True},
+                "port": {"type": "int", "required": True},
+                "source": {"type": "str", "required": True},
+                "interface": {"type": "str", "default": ""},
+                "timeout": {"type": "float", "default": 30},
+            },
+        },
+    }
+
+
+def _hold_node(module: AnsibleModule, run, result: dict) -> None:
+    """Holds the node for the run (O(lease)): what that did goes to result["lease"] and, when it took
+    the lease or removed containers, result["changed"]; fails the module when another run holds it."""
+    lease = module.params["lease"]
+    try:
+        result["lease"] = take(
+            lease.get("directory") or "/var/tmp/aorta-cluster",
+            str(lease["run_id"]),
+            str(lease.get("owner") or ""),
+            int(lease.get("expires_in") or 2400),
+            run,
+            module.params["docker"],
+            module.check_mode,
+            gone_owner=lease.get("gone_owner") or None,
+        )
+    except LeaseHeld as held:
+        module.fail_json(
+            msg=f"preflight[lease]: {refusal(held)}",
+            holder=held.lease,
+        )
+    except LeaseError as exc:
+        module.fail_json(msg=f"preflight[lease]: {exc}")
+    result["changed"] = result["lease"]["result"] == "acquired" or bool(result["lease"]["removed_containers"])
+
+
+def _pick_port(module: AnsibleModule, result: dict) -> None:
+    """Puts a free TCP port of this node (O(port)) in result["port"]; fails the module, with what
+    ``result`` holds so far, when there is none."""
+    port = module.params["port"]
+    try:
+        result["port"], _tried = find_free_port(
+            int(port.get("start") or 29500),
+            int(port.get("end") or 32767),
+            [a for a in port.get("addresses") or ["0.0.0.0"] if a],
+            [int(x) for x in port.get("exclude") or []],
+            ephemeral_range(),
+        )
+    except PortError as exc:
+        module.fail_json(msg=f"preflight[port]: {exc}", **result)
+
+
+def main() -> None:
+    module = AnsibleModule(argument_spec=_argument_spec(), supports_check_mode=True)
     p = module.params
     result: dict = {"changed": False}
 
     run = module.run_command  # run(argv) -> (rc, stdout, stderr), as _lease and _probe expect
 
     if p["lease"]:
-        lease = p["lease"]
-        try:
-            result["lease"] = take(
-                lease.get("directory") or "/var/tmp/aorta-cluster",
-                str(lease["run_id"]),
-                str(lease.get("owner") or ""),
-                int(lease.get("expires_in") or 2400),
-                run,
-                p["docker"],
-                module.check_mode,
-                gone_owner=lease.get("gone_owner") or None,
-            )
-        except LeaseHeld as held:
-            module.fail_json(
-                msg=f"preflight[lease]: {refusal(held)}",
-                holder=held.lease,
-            )
-        except LeaseError as exc:
-            module.fail_json(msg=f"preflight[lease]: {exc}")
-        result["changed"] = result["lease"]["result"] == "acquired" or bool(result["lease"]["removed_containers"])
+        _hold_node(module, run, result)
     result["facts"] = gather(run, p["docker"], p["image"], p["root"], p["paths"], p["count_gpus"], p["read"])
     result["facts"]["tools"] = tool_facts(p["tools"], module.check_mode)
     if p["health"]:
         result["facts"]["health"] = health_facts(p["health"], result["facts"], module.check_mode)
     if p["port"]:
-        port = p["port"]
-        try:
-            result["port"], _tried = find_free_port(
-                int(port.get("start") or 29500),
-                int(port.get("end") or 32767),
-                [a for a in port.get("addresses") or ["0.0.0.0"] if a],
-                [int(x) for x in port.get("exclude") or []],
-                ephemeral_range(),
-            )
-        except PortError as exc:
-            module.fail_json(msg=f"preflight[port]: {exc}", **result)
+        _pick_port(module, result)
     if p["connect"]:
         result["facts"]["connect"] = connect_facts(p["connect"], result["facts"].get("interfaces") or {})
     result["facts"]["clock"] = time.time()  # last: the controller compares it with the answer's arrival

@@ -221,108 +221,10 @@ def parse(data: dict[str, Any], path: str, user: str | None = None) -> Cluster:
     if "node_dict" not in data:
         raise ClusterFileError(path, "node_dict", "missing; list the nodes as {address: {vpc_ip: ...}}")
     user = controller_user() if user is None else user
-
-    username = _require_str(path, "username", data.get("username"))
-    _check_placeholder(path, "username", username)
-
-    priv_key_file = data.get("priv_key_file")
-    password = data.get("password")
-    if priv_key_file is not None:
-        _require_str(path, "priv_key_file", priv_key_file)
-        _check_placeholder(path, "priv_key_file", priv_key_file)
-    if password is not None:
-        _require_str(path, "password", password)
-    if not priv_key_file and not password:
-        raise ClusterFileError(path, "priv_key_file", "neither priv_key_file nor password is set; set one of them")
-
-    node_dict = data["node_dict"]
-    if not isinstance(node_dict, dict):
-        raise ClusterFileError(path, "node_dict", f"must be an object of nodes, got JSON {_json_type(node_dict)}")
-    if not node_dict:
-        raise ClusterFileError(path, "node_dict", "is empty; list at least one node")
-
-    nodes: list[Node] = []
-    seen_mgmt: dict[str, str] = {}
-    seen_fabric: dict[str, str] = {}
-    for rank, (name, entry) in enumerate(node_dict.items()):
-        key = f"node_dict.{name}"
-        if not name.strip():
-            raise ClusterFileError(path, key, "node address (the key) is empty")
-        _check_placeholder(path, key, name)
-        if not isinstance(entry, dict):
-            raise ClusterFileError(
-                path, key, f'must be an object such as {{"vpc_ip": ...}}, got JSON {_json_type(entry)}'
-            )
-        folded = name.strip().lower()
-        if folded in seen_mgmt:
-            raise ClusterFileError(path, key, f"same management address as node_dict.{seen_mgmt[folded]}")
-        seen_mgmt[folded] = name
-
-        vpc_ip = entry.get("vpc_ip")
-        if vpc_ip is not None:
-            _require_str(path, f"{key}.vpc_ip", vpc_ip, allow_empty=True)
-            _check_placeholder(path, f"{key}.vpc_ip", vpc_ip)
-        fabric = name if vpc_ip in _NOT_SET else vpc_ip.strip()
-        if fabric.lower() in seen_fabric:
-            raise ClusterFileError(
-                path,
-                f"{key}.vpc_ip",
-                f"fabric address {fabric} is also used by node_dict.{seen_fabric[fabric.lower()]}",
-            )
-        seen_fabric[fabric.lower()] = name
-
-        bmc_ip = entry.get("bmc_ip")
-        if bmc_ip is not None:
-            _require_str(path, f"{key}.bmc_ip", bmc_ip, allow_empty=True)
-        rack_id = entry.get("rack_id")
-        if rack_id is not None:
-            _require_str(path, f"{key}.rack_id", rack_id)
-
-        extra = {}
-        for attr, value in entry.items():
-            if attr in ("vpc_ip", "bmc_ip", "rack_id") or _is_comment(attr):
-                continue
-            if attr.startswith(_RESERVED_PREFIXES):
-                raise ClusterFileError(
-                    path, f"{key}.{attr}", "names starting with ansible_ or aorta_ are reserved; rename the key"
-                )
-            extra[attr] = value
-        nodes.append(
-            Node(
-                name=name,
-                rank=rank,
-                vpc_ip=fabric,
-                bmc_ip=None if bmc_ip in _NOT_SET else bmc_ip,
-                rack_id=rack_id,
-                extra=extra,
-            )
-        )
-
-    head_mgmt_ip = None
-    head_block = data.get("head_node_dict")
-    if head_block is not None:
-        if not isinstance(head_block, dict):
-            raise ClusterFileError(path, "head_node_dict", f"must be an object, got JSON {_json_type(head_block)}")
-        head_mgmt_ip = _require_str(path, "head_node_dict.mgmt_ip", head_block.get("mgmt_ip"))
-        _check_placeholder(path, "head_node_dict.mgmt_ip", head_mgmt_ip)
-        known = {n.name.lower() for n in nodes} | {n.vpc_ip.lower() for n in nodes}
-        if head_mgmt_ip.strip().lower() not in known:
-            raise ClusterFileError(
-                path,
-                "head_node_dict.mgmt_ip",
-                f"{head_mgmt_ip} is not one of the node_dict keys ({', '.join(n.name for n in nodes[:4])}"
-                f"{', ...' if len(nodes) > 4 else ''}); the head is the FIRST node_dict key",
-            )
-
-    env_vars = data.get("env_vars", {})
-    if not isinstance(env_vars, dict):
-        raise ClusterFileError(path, "env_vars", f"must be an object, got JSON {_json_type(env_vars)}")
-    orchestrator = data.get("orchestrator", "baremetal")
-    if orchestrator not in ORCHESTRATORS:
-        raise ClusterFileError(path, "orchestrator", f"must be one of {', '.join(ORCHESTRATORS)}, got {orchestrator!r}")
-    container = data.get("container")
-    if container is not None and not isinstance(container, dict):
-        raise ClusterFileError(path, "container", f"must be an object, got JSON {_json_type(container)}")
+    username, priv_key_file, password = _credentials(data, path)
+    nodes = _nodes(data["node_dict"], path)
+    head_mgmt_ip = _head_mgmt_ip(data, path, nodes)
+    env_vars, orchestrator, container = _blocks(data, path)
 
     resolved = _resolve(
         {
@@ -347,6 +249,125 @@ def parse(data: dict[str, Any], path: str, user: str | None = None) -> Cluster:
         orchestrator=orchestrator,
         container=resolved["container"],
     )
+
+
+def _credentials(data: dict[str, Any], path: str) -> tuple[str, Any, Any]:
+    """(username, priv_key_file, password) as the file gives them, checked: one of the two is set."""
+    username = _require_str(path, "username", data.get("username"))
+    _check_placeholder(path, "username", username)
+
+    priv_key_file = data.get("priv_key_file")
+    password = data.get("password")
+    if priv_key_file is not None:
+        _require_str(path, "priv_key_file", priv_key_file)
+        _check_placeholder(path, "priv_key_file", priv_key_file)
+    if password is not None:
+        _require_str(path, "password", password)
+    if not priv_key_file and not password:
+        raise ClusterFileError(path, "priv_key_file", "neither priv_key_file nor password is set; set one of them")
+    return username, priv_key_file, password
+
+
+def _nodes(node_dict: Any, path: str) -> list[Node]:
+    """The nodes of ``node_dict`` in key order (rank 0 the head), checked: no address used twice."""
+    if not isinstance(node_dict, dict):
+        raise ClusterFileError(path, "node_dict", f"must be an object of nodes, got JSON {_json_type(node_dict)}")
+    if not node_dict:
+        raise ClusterFileError(path, "node_dict", "is empty; list at least one node")
+
+    nodes: list[Node] = []
+    seen_mgmt: dict[str, str] = {}
+    seen_fabric: dict[str, str] = {}
+    for rank, (name, entry) in enumerate(node_dict.items()):
+        nodes.append(_node(path, rank, name, entry, seen_mgmt, seen_fabric))
+    return nodes
+
+
+def _node(path: str, rank: int, name: str, entry: Any, seen_mgmt: dict[str, str], seen_fabric: dict[str, str]) -> Node:
+    """One node_dict entry as a ``Node``, checked against the addresses of the entries before it
+    (``seen_mgmt`` and ``seen_fabric``, folded address -> node, which it adds its own to)."""
+    key = f"node_dict.{name}"
+    if not name.strip():
+        raise ClusterFileError(path, key, "node address (the key) is empty")
+    _check_placeholder(path, key, name)
+    if not isinstance(entry, dict):
+        raise ClusterFileError(path, key, f'must be an object such as {{"vpc_ip": ...}}, got JSON {_json_type(entry)}')
+    folded = name.strip().lower()
+    if folded in seen_mgmt:
+        raise ClusterFileError(path, key, f"same management address as node_dict.{seen_mgmt[folded]}")
+    seen_mgmt[folded] = name
+
+    vpc_ip = entry.get("vpc_ip")
+    if vpc_ip is not None:
+        _require_str(path, f"{key}.vpc_ip", vpc_ip, allow_empty=True)
+        _check_placeholder(path, f"{key}.vpc_ip", vpc_ip)
+    fabric = name if vpc_ip in _NOT_SET else vpc_ip.strip()
+    if fabric.lower() in seen_fabric:
+        raise ClusterFileError(
+            path,
+            f"{key}.vpc_ip",
+            f"fabric address {fabric} is also used by node_dict.{seen_fabric[fabric.lower()]}",
+        )
+    seen_fabric[fabric.lower()] = name
+
+    bmc_ip = entry.get("bmc_ip")
+    if bmc_ip is not None:
+        _require_str(path, f"{key}.bmc_ip", bmc_ip, allow_empty=True)
+    rack_id = entry.get("rack_id")
+    if rack_id is not None:
+        _require_str(path, f"{key}.rack_id", rack_id)
+
+    extra = {}
+    for attr, value in entry.items():
+        if attr in ("vpc_ip", "bmc_ip", "rack_id") or _is_comment(attr):
+            continue
+        if attr.startswith(_RESERVED_PREFIXES):
+            raise ClusterFileError(
+                path, f"{key}.{attr}", "names starting with ansible_ or aorta_ are reserved; rename the key"
+            )
+        extra[attr] = value
+    return Node(
+        name=name,
+        rank=rank,
+        vpc_ip=fabric,
+        bmc_ip=None if bmc_ip in _NOT_SET else bmc_ip,
+        rack_id=rack_id,
+        extra=extra,
+    )
+
+
+def _head_mgmt_ip(data: dict[str, Any], path: str, nodes: list[Node]) -> str | None:
+    """head_node_dict.mgmt_ip, checked to name one of ``nodes``; None without a head_node_dict."""
+    head_mgmt_ip = None
+    head_block = data.get("head_node_dict")
+    if head_block is not None:
+        if not isinstance(head_block, dict):
+            raise ClusterFileError(path, "head_node_dict", f"must be an object, got JSON {_json_type(head_block)}")
+        head_mgmt_ip = _require_str(path, "head_node_dict.mgmt_ip", head_block.get("mgmt_ip"))
+        _check_placeholder(path, "head_node_dict.mgmt_ip", head_mgmt_ip)
+        known = {n.name.lower() for n in nodes} | {n.vpc_ip.lower() for n in nodes}
+        if head_mgmt_ip.strip().lower() not in known:
+            raise ClusterFileError(
+                path,
+                "head_node_dict.mgmt_ip",
+                f"{head_mgmt_ip} is not one of the node_dict keys ({', '.join(n.name for n in nodes[:4])}"
+                f"{', ...' if len(nodes) > 4 else ''}); the head is the FIRST node_dict key",
+            )
+    return head_mgmt_ip
+
+
+def _blocks(data: dict[str, Any], path: str) -> tuple[Any, Any, Any]:
+    """(env_vars, orchestrator, container) as the file gives them (or their defaults), checked."""
+    env_vars = data.get("env_vars", {})
+    if not isinstance(env_vars, dict):
+        raise ClusterFileError(path, "env_vars", f"must be an object, got JSON {_json_type(env_vars)}")
+    orchestrator = data.get("orchestrator", "baremetal")
+    if orchestrator not in ORCHESTRATORS:
+        raise ClusterFileError(path, "orchestrator", f"must be one of {', '.join(ORCHESTRATORS)}, got {orchestrator!r}")
+    container = data.get("container")
+    if container is not None and not isinstance(container, dict):
+        raise ClusterFileError(path, "container", f"must be an object, got JSON {_json_type(container)}")
+    return env_vars, orchestrator, container
 
 
 def read(path: str, user: str | None = None) -> Cluster:
