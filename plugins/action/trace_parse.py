@@ -53,6 +53,33 @@ def headline_lines(result: Mapping[str, Any]) -> list[str]:
     return [*lines, f"report: {result.get('html', '(check mode)')}"]
 
 
+def awx_stats(result: Mapping[str, Any]) -> dict[str, Any]:
+    """set_stats' data for the report (once for the run, not per host); none in check mode."""
+    if "report" not in result:
+        return {}
+    perf = result.get("performance") or {}
+    data = {
+        "aorta_report_status": result.get("status"),
+        "aorta_report": result.get("report", ""),
+        "aorta_report_html": result.get("html", ""),
+        **{f"aorta_{key}": perf.get(key) for key in STATS_FIGURES},
+        "aorta_straggler_ranks": [rank.get("rank") for rank in result.get("stragglers") or []],
+        "aorta_slow_nodes": [node.get("node") for node in result.get("slow_nodes") or []],
+        "aorta_thresholds_passed": (result.get("validation") or {}).get("passed"),
+        "aorta_baseline_verdict": (result.get("baseline") or {}).get("verdict"),
+    }
+    return {"data": data, "per_host": False, "aggregate": True}
+
+
+STATS_FIGURES = (
+    "avg_iteration_time_ms",
+    "avg_step_time_ms",
+    "avg_compute_ratio",
+    "avg_comm_ratio",
+    "avg_overlap_ratio",
+)
+
+
 class ActionModule(ActionBase):
     """A module's work done here: its arguments checked against ARGUMENT_SPEC, what the task left out
     taken from the nodes (``from_nodes``), then TASK(args, check_mode) returns (result, failure
@@ -99,7 +126,7 @@ class ActionModule(ActionBase):
         """The options the task did not give, from the nodes (none on a folder of traces given alone):
         with aorta_parse_on_nodes, the summaries the nodes made (no trace is then read here); each
         node's clock offset; the ranks per node the launch used, else aorta_gpus_per_node."""
-        found: dict[str, Any] = {}
+        found = self.where(task_vars)
         if "summaries" not in given and boolean(self._variable(task_vars, "aorta_parse_on_nodes", False), strict=False):
             found["summaries"] = _record.summaries(nodes, groups)
         if "clock_offsets" not in given:
@@ -109,6 +136,14 @@ class ActionModule(ActionBase):
             found["gpus_per_node"] = _record.nproc(nodes, groups, gpus_per_node=gpus)
         return found
 
+    def where(self, task_vars: Mapping[str, Any]) -> dict[str, Any]:
+        """The traces and the report's folder when the task leaves them empty: after a run, its
+        combined_traces and its results directory; a folder of traces alone gets its report beside."""
+        run_dir = str(self._variable(task_vars, "aorta_results_dir_resolved", "") or "")
+        traces = str(self._task.args.get("traces_dir") or "") or (f"{run_dir}/combined_traces" if run_dir else "")
+        return {"traces_dir": traces, "report_dir": str(self._task.args.get("report_dir") or "") or run_dir or traces}
+
     def finish(self, result: Mapping[str, Any]) -> dict[str, Any]:
-        """What the result gains once the task succeeded: the headline the role prints."""
-        return {"headline_lines": headline_lines(result)}
+        """What the result gains once the task succeeded: the headline the role prints, and the
+        headline figures AWX shows on the job and passes to a workflow's next node."""
+        return {"headline_lines": headline_lines(result), "ansible_stats": awx_stats(result)}

@@ -30,7 +30,9 @@ author:
   - aorta.cluster maintainers (@aorta-cluster)
 options:
   traces_dir:
-    description: Directory of traces (not read when O(summaries) is given).
+    description:
+      - Directory of traces (not read when O(summaries) is given).
+      - Empty (the action) means the run's C(combined_traces), under C(aorta_results_dir_resolved).
     type: path
     required: true
   summaries:
@@ -42,7 +44,9 @@ options:
     type: list
     elements: dict
   report_dir:
-    description: Where the report files go.
+    description:
+      - Where the report files go.
+      - Empty (the action) means the run's results directory (C(aorta_results_dir_resolved)), else O(traces_dir).
     type: path
     required: true
   include_unlinked_kernels:
@@ -235,6 +239,15 @@ baseline:
     - C(source), C(tolerance), C(noise_ms), C(metrics) (each C(now), C(then), C(delta_ratio),
       C(judged)), C(verdict), C(reason).
   returned: with O(baseline)
+  type: dict
+ansible_stats:
+  description:
+    - The report's headline figures for AWX (as M(ansible.builtin.set_stats) gives them, once for the
+      run): C(aorta_report_status), C(aorta_report), C(aorta_report_html), C(aorta_avg_iteration_time_ms),
+      C(aorta_avg_step_time_ms), C(aorta_avg_compute_ratio), C(aorta_avg_comm_ratio),
+      C(aorta_avg_overlap_ratio), C(aorta_straggler_ranks), C(aorta_slow_nodes),
+      C(aorta_thresholds_passed), C(aorta_baseline_verdict).
+  returned: success and not check mode
   type: dict
 headline_lines:
   description:

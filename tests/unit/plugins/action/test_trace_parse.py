@@ -151,3 +151,32 @@ def test_the_headline_says_what_the_role_printed():
         "baseline: same",
         "report: (check mode)",
     ]
+
+
+def test_empty_folders_mean_the_runs_own_and_a_folder_alone_gets_its_report_beside():
+    found: dict = {}
+    run_dir = {"aorta_results_dir_resolved": "/res/r1"}
+    action({"traces_dir": "", "report_dir": ""}, capture=found).run(task_vars=run_dir)
+    assert (found["traces_dir"], found["report_dir"]) == ("/res/r1/combined_traces", "/res/r1")
+    action({"traces_dir": "/t", "report_dir": ""}, capture=found).run(task_vars={})
+    assert (found["traces_dir"], found["report_dir"]) == ("/t", "/t")
+    action({"traces_dir": "/t", "report_dir": "/r"}, capture=found).run(task_vars=run_dir)
+    assert (found["traces_dir"], found["report_dir"]) == ("/t", "/r")
+
+
+def test_the_awx_stats_carry_the_headline_figures_once_for_the_run(tmp_path, combined_tree):
+    root = combined_tree(tmp_path, [50, 50, 90, 50], bad_file=False)
+    args = {"traces_dir": str(root), "report_dir": str(tmp_path / "out")}
+    out = action(args).run(task_vars={"aorta_gpus_per_node": 2})
+    stats = out["ansible_stats"]
+    assert (stats["per_host"], stats["aggregate"]) == (False, True)
+    data = stats["data"]
+    assert data["aorta_report_html"] == str(tmp_path / "out" / "report.html")
+    assert data["aorta_straggler_ranks"] == [2] and data["aorta_avg_step_time_ms"] > 0
+    assert set(data) == {
+        "aorta_report_status", "aorta_report", "aorta_report_html", "aorta_avg_iteration_time_ms",
+        "aorta_avg_step_time_ms", "aorta_avg_compute_ratio", "aorta_avg_comm_ratio", "aorta_avg_overlap_ratio",
+        "aorta_straggler_ranks", "aorta_slow_nodes", "aorta_thresholds_passed", "aorta_baseline_verdict",
+    }  # fmt: skip
+    dry = action(dict(args, report_dir=str(tmp_path / "dry")), check_mode=True).run(task_vars={})
+    assert dry["ansible_stats"] == {}
