@@ -11,9 +11,12 @@ from typing import Any
 
 from ansible.errors import AnsibleError
 from ansible.plugins.action import ActionBase
+from ansible.utils.display import Display
 
-from ansible_collections.aorta.cluster.plugins.plugin_utils._run_id import RunStartError, make_dirs, start
+from ansible_collections.aorta.cluster.plugins.plugin_utils._run_id import RunStartError, make_dirs, run_secret, start
 from ansible_collections.aorta.cluster.plugins.plugin_utils._settings import in_rank_order
+
+display = Display()
 
 NAMES = ("aorta_run_id", "aorta_results_dir", "aorta_results_root")
 
@@ -29,6 +32,7 @@ class ActionModule(ActionBase):
         try:
             settings = {name: self._templar.template(task_vars.get(name, "")) for name in NAMES}
             facts = start(settings, dt.datetime.now(dt.timezone.utc), os.getcwd())
+            secret = run_secret(os.environ)
             changed = False
             if not self._task.check_mode:
                 changed = make_dirs(facts["aorta_results_dir_resolved"])
@@ -41,5 +45,11 @@ class ActionModule(ActionBase):
         # instead of every node's variables each (_settings.rank_order).
         nodes = [str(n) for n in (task_vars.get("groups") or {}).get("aorta_nodes") or []]
         order = in_rank_order(self._templar.template, task_vars.get("hostvars") or {}, nodes)
-        result.update(changed=changed, aorta_rank_order=order, **facts)
+        # The secret goes only to the role's set_fact (no_log) and the supervisors' no_log option: a
+        # result that holds it is never shown (only a failure, which holds no secret, is).
+        result.update(
+            changed=changed, aorta_rank_order=order, aorta_run_secret_resolved=secret, _ansible_no_log=True, **facts
+        )
+        run, where = facts["aorta_run_id_resolved"], facts["aorta_results_dir_resolved"]
+        display.display(f"run {run} on {len(nodes)} nodes; results in {where}")
         return result

@@ -33,6 +33,22 @@ def run_id(given: str, now: dt.datetime, suffix: str | None = None) -> str:
     return value
 
 
+# The key of the HMAC on every message between the nodes' supervisors and the head's aggregator.
+SECRET_ENV = "AORTA_RUN_SECRET"
+SECRET = re.compile(r"^[0-9a-fA-F]{64}$")
+
+
+def run_secret(environ: Any) -> str:
+    """``AORTA_RUN_SECRET`` from the controller's environment (64 hex digits, e.g. from an AWX
+    credential), else 32 random bytes as hex. The error never holds the value."""
+    given = str(environ.get(SECRET_ENV) or "")
+    if not given:
+        return secrets.token_hex(32)
+    if not SECRET.match(given):
+        raise RunStartError(f"{SECRET_ENV}: must be 64 hex digits (32 bytes)")
+    return given
+
+
 def results_dir(given: str, root: str, run: str, cwd: str) -> str:
     """``given``, else ``root``/<run id> (``root`` defaults to aorta_results); a relative path is taken
     from the directory ansible-playbook runs in."""

@@ -4,7 +4,16 @@ made in the controller's own Python; a bad run id is one line naming the variabl
 
 from __future__ import annotations
 
+import json
 import os
+import subprocess
+import sys
+from pathlib import Path
+
+import yaml
+
+REPO = Path(__file__).resolve().parents[4]
+BIN = Path(sys.executable).parent
 
 
 def test_the_facts_and_the_results_directory(play, tmp_path):
@@ -27,3 +36,35 @@ def test_a_bad_run_id_fails_naming_it_and_makes_nothing(play, tmp_path):
     )
     assert out["failed"] and out["msg"].startswith("aorta_run_id: a/../b may hold only")
     assert not (tmp_path / "r").exists()
+
+
+def test_the_runs_secret_is_random_or_the_environments_and_never_shown(play, tmp_path, monkeypatch):
+    monkeypatch.delenv("AORTA_RUN_SECRET", raising=False)
+    _rc, out = play({"aorta.cluster.run_start": {}}, {"aorta_results_root": str(tmp_path / "r")})
+    first = out["aorta_run_secret_resolved"]
+    assert len(first) == 64 and int(first, 16) >= 0
+    _rc, again = play({"aorta.cluster.run_start": {}}, {"aorta_results_root": str(tmp_path / "r")})
+    assert again["aorta_run_secret_resolved"] != first
+    given = "ab" * 32
+    monkeypatch.setenv("AORTA_RUN_SECRET", given)
+    _rc, out = play({"aorta.cluster.run_start": {}}, {"aorta_results_root": str(tmp_path / "r")})
+    assert out["aorta_run_secret_resolved"] == given
+    monkeypatch.setenv("AORTA_RUN_SECRET", "not-hex-" + given)
+    _rc, out = play({"aorta.cluster.run_start": {}}, {"aorta_results_root": str(tmp_path / "bad")})
+    assert out["failed"] and out["msg"] == "AORTA_RUN_SECRET: must be 64 hex digits (32 bytes)"
+    assert not (tmp_path / "bad").exists()
+
+
+def test_the_secret_never_reaches_the_console_even_verbose(tmp_path):
+    given = "cd" * 32
+    book = tmp_path / "start.yml"
+    task = {"name": "start", "aorta.cluster.run_start": {}, "register": "started"}
+    book.write_text(yaml.safe_dump([{"hosts": "localhost", "gather_facts": False, "tasks": [task]}]))
+    env = dict(os.environ, AORTA_RUN_SECRET=given, ANSIBLE_NOCOLOR="1", ANSIBLE_DISPLAY_OK_HOSTS="true")
+    env["ANSIBLE_CONFIG"] = str(REPO / "ansible.cfg")
+    argv = [str(BIN / "ansible-playbook"), str(book), "-i", "localhost,", "-c", "local", "-vvv"]
+    argv += ["-e", json.dumps({"aorta_results_root": str(tmp_path / "r")})]
+    proc = subprocess.run(argv, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120, check=False)
+    assert proc.returncode == 0, proc.stdout[-2000:]
+    assert "results in " + str(tmp_path / "r") in proc.stdout
+    assert given not in proc.stdout + proc.stderr
