@@ -17,16 +17,18 @@ description:
     stopped). Reads the run's variables itself: every node of the group C(aorta_nodes) once (its
     C(aorta_node_rank), C(aorta_mgmt_ip), C(aorta_vpc_ip), C(aorta_cluster_file) and the results of
     M(aorta.cluster.node_prepare), M(aorta.cluster.node_launch) and M(aorta.cluster.node_end)
-    registered as C(aorta_prepare), C(aorta_launch), C(aorta_end), with the rescue's
-    C(aorta_node_setup_failure) and C(aorta_node_setup_own)), and on localhost C(aorta_combined)
-    (M(aorta.cluster.combined_traces)) and C(aorta_collect_failure)."
+    registered as C(aorta_prepare), C(aorta_launch), C(aorta_end), with the rescue's failed task name
+    and result C(aorta_node_setup_task) and C(aorta_node_setup_result)), and on localhost
+    C(aorta_combined) (M(aorta.cluster.combined_traces)), C(aorta_collect_failure) and
+    C(aorta_setup_failed) (the rescue's mark that setup stopped)."
   - "The run's head is the one the launch chose (the first node's C(aorta_launch.head); with
     C(aorta_exclude_unhealthy), the first node that passed preflight), else the first node; its
     launch gives the ranks per node, the node count, the rendezvous and the nodes preflight excluded."
   - "Makes a row per node (what preflight found, under what node_end recorded; a node that never ended
     is C(not_started)), judges the nodes' health together (fingerprint drift, the nodes whose own
-    preflight failed), decides the run's status (FAILED with C(aorta_run_failure_message) and
-    C(aorta_run_failure_nodes) when setup stopped, else from the rows), says why it stopped as
+    preflight failed), decides the run's status (FAILED when setup stopped, with
+    C(aorta_run_failure_message) and C(aorta_run_failure_nodes) when given, else what each node's
+    rescue kept: every node whose own task failed, the first one's reason; else from the rows), says why it stopped as
     M(aorta.cluster.run_diagnosis) does, and fixes the run's context (image, config, overrides, launch
     mode, node and rank counts, batch size and sequence length)."
   - "Writes C(run.json) (mode 0644), C(unhealthy.txt) (every run, empty when every node is healthy)

@@ -18,7 +18,12 @@ from typing import Any
 from ansible_collections.aorta.cluster.plugins.plugin_utils._cluster_file import healthy_cluster
 from ansible_collections.aorta.cluster.plugins.plugin_utils._diagnosis import diagnose_run
 from ansible_collections.aorta.cluster.plugins.plugin_utils._health_verdict import health_record
-from ansible_collections.aorta.cluster.plugins.plugin_utils._run import node_table, run_status
+from ansible_collections.aorta.cluster.plugins.plugin_utils._run import (
+    node_setup_failure,
+    node_table,
+    run_status,
+    setup_failure,
+)
 from ansible_collections.aorta.cluster.plugins.plugin_utils._run_context import run_settings
 
 NODES_GROUP = "aorta_nodes"
@@ -32,11 +37,12 @@ NODE_VARS = (
     "aorta_prepare",
     "aorta_launch",
     "aorta_end",
-    "aorta_node_setup_failure",
-    "aorta_node_setup_own",
+    "aorta_node_setup_task",
+    "aorta_node_setup_result",
 )
 # What run_record reads of localhost: the collection's result and why collection stopped.
-LOCAL_VARS = ("aorta_combined", "aorta_collect_failure")
+# and whether setup stopped (the launch play's rescue marks it there).
+LOCAL_VARS = ("aorta_combined", "aorta_collect_failure", "aorta_setup_failed")
 
 
 def _dict(value: Any) -> Mapping[str, Any]:
@@ -153,21 +159,41 @@ def node_rows(hostvars: Mapping[str, Any], groups: Mapping[str, Any] | None) -> 
     return [node_row(host, _vars(hostvars, host)) for host in nodes_of(groups)]
 
 
+def setup_failures(rows: Sequence[Mapping[str, Any]], hostvars: Mapping[str, Any]) -> tuple[list, list]:
+    """([what stopped each row's node's setup], [whether by its own task]) from the launch play's
+    rescue (its failed task and result, kept per node); '' and False where setup did not stop."""
+    found = [
+        node_setup_failure(
+            str(row.get("name")),
+            _vars(hostvars, row.get("name")).get("aorta_node_setup_task"),
+            _vars(hostvars, row.get("name")).get("aorta_node_setup_result"),
+        )
+        for row in rows
+    ]
+    return [message for message, _own in found], [own for _message, own in found]
+
+
 def health(rows: Sequence[Mapping[str, Any]], hostvars: Mapping[str, Any]) -> dict[str, Any]:
     """The nodes' health together (``health_record``): their fingerprints' drift and the nodes whose
     own preflight failed, from each row's node's preflight result and rescue."""
     per_node = [_vars(hostvars, row.get("name")) for row in rows]
-    return health_record(
-        rows,
-        [values.get("aorta_prepare", {}) for values in per_node],
-        [values.get("aorta_node_setup_failure", "") for values in per_node],
-        [values.get("aorta_node_setup_own", False) for values in per_node],
-    )
+    messages, own = setup_failures(rows, hostvars)
+    return health_record(rows, [values.get("aorta_prepare", {}) for values in per_node], messages, own)
 
 
-def status(rows: Sequence[Mapping[str, Any]], failure_message: Any = "", failure_nodes: Any = ()) -> dict[str, Any]:
+def status(
+    rows: Sequence[Mapping[str, Any]],
+    failure_message: Any = "",
+    failure_nodes: Any = (),
+    hostvars: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
     """The run's ``{status, message, failed_nodes, first_failure}``: FAILED with the setup's own
-    message and nodes when setup stopped before the launch, else what the nodes' rows say."""
+    message and nodes when setup stopped before the launch (given, or, when localhost is marked
+    ``aorta_setup_failed``, read from each node's rescue in ``hostvars``), else what the rows say."""
+    if not failure_message and hostvars is not None and _vars(hostvars, "localhost").get("aorta_setup_failed"):
+        messages, own = setup_failures(rows, hostvars)
+        stopped = setup_failure([str(row.get("name")) for row in rows], messages, own)
+        failure_message, failure_nodes = stopped["message"], stopped["failed_nodes"]
     if failure_message:
         failed = [str(name) for name in failure_nodes or ()]
         return {
@@ -386,7 +412,7 @@ def record(
     results_dir = str(settings["aorta_results_dir_resolved"])
     rows = node_rows(hostvars, groups)
     health_found = health(rows, hostvars)
-    run = status(rows, settings.get("aorta_run_failure_message"), settings.get("aorta_run_failure_nodes"))
+    run = status(rows, settings.get("aorta_run_failure_message"), settings.get("aorta_run_failure_nodes"), hostvars)
     why = diagnose(results_dir, run["status"], rows, nproc(hostvars, groups))
     launch = head_launch(hostvars, groups)
     local = _vars(hostvars, "localhost")

@@ -73,6 +73,29 @@ def node_state(wait: Mapping[str, Any] | None) -> dict[str, Any]:
     return {"state": "failed", "exit_code": -1 if rc is None else int(rc), **extra}
 
 
+def node_setup_failure(node: str, task: Any, result: Any) -> tuple[str, bool]:
+    """(what stopped ``node``'s setup, whether it was its own task) from its rescue's failed task name
+    and result: '' when the node only stopped because another failed (any_errors_fatal); the tail of a
+    failed command's stderr (3 lines) after its exit code. A worker not probed because the head
+    failed says so (its result's ``own`` is false)."""
+    result = result if isinstance(result, Mapping) else {}
+    if not task:
+        return "", False
+    own = boolean_of(result.get("own", True))
+    if not result.get("failed"):
+        return "", own
+    message = f"{node}: {task}: {result.get('msg', 'failed')}"
+    stderr = [str(line) for line in result.get("stderr_lines") or ()]
+    if stderr:
+        message += f" (rc {result.get('rc')}): " + " | ".join(stderr[-3:])
+    return message, own
+
+
+def boolean_of(value: Any) -> bool:
+    """Jinja's ``| bool`` on a result's flag: true, 'yes', 1 and the like."""
+    return str(value).strip().lower() in ("true", "yes", "on", "1", "y", "t")
+
+
 def setup_failure(names: Sequence[str], messages: Sequence[Any], own: Sequence[Any]) -> dict[str, Any]:
     """Why setup stopped before the launch, and every node where it did, from each node's rescue.
 

@@ -194,6 +194,9 @@ INTERNAL = frozenset(
         "aorta_partial",
         # facts, registered results and task variables of the playbooks and roles
         "aorta_collect_failure",
+        "aorta_node_setup_task",
+        "aorta_node_setup_result",
+        "aorta_setup_failed",
         # the node steps' registered results (node_prepare, node_launch, node_end) and the watch's play
         "aorta_prepare",
         "aorta_launch",
@@ -201,9 +204,6 @@ INTERNAL = frozenset(
         "aorta_head",
         "aorta_combined",
         "aorta_cvs_vars_file",
-        "aorta_node_setup_failure",
-        "aorta_parse_out",
-        "aorta_parse_traces",
         "aorta_parsed",
         "aorta_run_started_epoch",
         "aorta_rank_order",
@@ -211,8 +211,6 @@ INTERNAL = frozenset(
         "aorta_run_record",
         "aorta_run_secret_resolved",
         "aorta_watch",
-        "aorta_setup",
-        "aorta_node_setup_own",
     }
 )
 

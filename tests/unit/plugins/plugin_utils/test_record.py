@@ -161,7 +161,7 @@ def test_a_node_that_never_ended_keeps_the_defaults_and_a_value_set_to_none_stay
 def test_health_reads_each_nodes_preflight_and_rescue():
     hostvars = {
         "a": {"aorta_prepare": {"failed": True, "failures": ["preflight[gpu]: a: 4 GPUs seen"]}},
-        "b": {"aorta_node_setup_failure": "b: Probe: unreachable", "aorta_node_setup_own": True},
+        "b": {"aorta_node_setup_task": "Probe", "aorta_node_setup_result": {"failed": True, "msg": "unreachable"}},
         "c": {"aorta_prepare": {"failed": True, "own": False, "msg": "head failed"}},
     }
     rows = [{"name": name} for name in ("a", "b", "c")]
@@ -247,10 +247,10 @@ def test_run_json_has_no_combined_traces_without_this_runs_manifest():
 
 def test_a_setup_failure_is_recorded_with_what_is_known():
     hostvars = {
-        "a": {"aorta_node_rank": 0, "aorta_vpc_ip": "v", "aorta_node_setup_failure": "a: Probe: no docker"},
+        "a": {"aorta_node_rank": 0, "aorta_vpc_ip": "v", "aorta_node_setup_task": "Probe"},
         "b": {"aorta_node_rank": 1, "aorta_vpc_ip": "w", "aorta_prepare": {"failed": True, "own": False}},
     }
-    hostvars["a"]["aorta_node_setup_own"] = True
+    hostvars["a"]["aorta_node_setup_result"] = {"failed": True, "msg": "no docker"}
     settings = dict(SETTINGS, aorta_run_failure_message="a: Probe: no docker", aorta_run_failure_nodes=["a"])
     settings.pop("aorta_run_started_epoch")
     found = rr.record(settings, hostvars, {"aorta_nodes": ["a", "b"]}, 1796000000, diagnose=lambda *a: {"summary": "x"})
@@ -263,6 +263,42 @@ def test_a_setup_failure_is_recorded_with_what_is_known():
     assert document["collection_error"] is None and document["context"]["gpus_per_node"] is None
     assert found["status"] is not document  # the status dict is the one run.json's fields came from
     assert found["lines"][:2] == [f"run {SAMPLE['run_id']}: FAILED - a: Probe: no docker", "why: x"]
+
+
+def test_a_setup_failure_is_read_from_each_nodes_rescue_when_localhost_is_marked():
+    failed = {"failed": True, "msg": "docker: permission denied", "rc": 1, "stderr_lines": ["x", "y", "z", "w"]}
+    hostvars = {
+        "a": {"aorta_node_rank": 0, "aorta_node_setup_task": "Probe", "aorta_node_setup_result": failed},
+        # Stopped only because the head failed: its probe says it was not its own failure.
+        "b": {
+            "aorta_node_rank": 1,
+            "aorta_node_setup_task": "Probe",
+            "aorta_node_setup_result": {"failed": True, "own": False, "msg": "head failed"},
+        },
+        "c": {"aorta_node_rank": 2},  # any_errors_fatal: no failed task of its own
+        "localhost": {"aorta_setup_failed": True},
+    }
+    settings = dict(SETTINGS)
+    found = rr.record(
+        settings, hostvars, {"aorta_nodes": ["a", "b", "c"]}, 1796000000, diagnose=lambda *a: {"summary": "x"}
+    )
+    document = found["run_json"]
+    assert (document["status"], document["failed_nodes"], document["first_failure"]) == ("FAILED", ["a"], "a")
+    assert document["message"] == "a: Probe: docker: permission denied (rc 1): y | z | w"
+    # Without the mark the same rows are judged as a run: nothing started, nothing failed of its own.
+    del hostvars["localhost"]
+    assert (
+        rr.record(settings, hostvars, {"aorta_nodes": ["a", "b", "c"]}, 1, diagnose=lambda *a: {"summary": "x"})[
+            "run_json"
+        ]["message"]
+        != document["message"]
+    )
+
+
+def test_a_setup_that_stopped_with_no_nodes_own_failure_says_a_node_is_gone():
+    hostvars = {"a": {"aorta_node_rank": 0}, "localhost": {"aorta_setup_failed": True}}
+    found = rr.record(dict(SETTINGS), hostvars, {"aorta_nodes": ["a"]}, 1, diagnose=lambda *a: {"summary": "x"})
+    assert found["status"]["message"] == "setup stopped on a node that is gone"
 
 
 def test_the_console_lines_say_why_only_when_it_matters():
