@@ -10,6 +10,7 @@ from typing import Any
 from ansible.errors import AnsibleError
 from ansible.plugins.action import ActionBase
 
+from ansible_collections.aorta.cluster.plugins.plugin_utils._cluster_file import partial_cluster
 from ansible_collections.aorta.cluster.plugins.plugin_utils._variables import RULES, check, unknown_names
 
 
@@ -36,9 +37,23 @@ class ActionModule(ActionBase):
             sources[f"host or group vars of {host}"] = names
         return sources
 
+    def _partial(self, task_vars: dict[str, Any]) -> str:
+        """Why a job holding only some of the cluster file's nodes (a --limit, an AWX sliced job)
+        must not start, or ''; no nodes at all is the inventory guard's to say."""
+        nodes = (task_vars.get("groups") or {}).get("aorta_nodes") or []
+        if not nodes:
+            return ""
+        first = (task_vars.get("hostvars") or {})[nodes[0]]
+        return partial_cluster(len(nodes), self._templar.template(first.get("aorta_cluster_nodes")))
+
     def run(self, tmp: Any = None, task_vars: dict[str, Any] | None = None) -> dict[str, Any]:
         result = super().run(tmp, task_vars)
         task_vars = task_vars or {}
+        # The cluster first, alone: a slice's message is the one thing to fix.
+        problem = self._partial(task_vars)
+        if problem:
+            result.update(changed=False, failed=True, msg=problem, errors=[problem])
+            return result
         values = {}
         for name in RULES:
             if name not in task_vars:

@@ -18,6 +18,9 @@ description:
     under C(aorta_path) (it is joined to it for packing, hand-back and deletion), absolute
     C(aorta_path) and C(aorta_lease_dir), environment names a shell accepts, override keys, a
     non-empty C(aorta_docker_image), a C(aorta_straggler_threshold) above 0."
+  - "First, that the job holds every node of the cluster file: a C(--limit) or an AWX sliced job
+    holds only some, and each part would rendezvous alone and hang until its deadline. That fails
+    alone, in one line."
   - Fails with one line per bad variable, naming it and its value. Variables not set are not judged
     (the defaults are valid); one that cannot be templated yet is left to the roles.
   - "Refuses every C(aorta_*) name that this collection neither documents (C(roles/variables.yml),

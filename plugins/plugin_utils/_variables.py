@@ -114,7 +114,7 @@ def _names(value: Any) -> str | None:
 
 def _override_keys(value: Any) -> str | None:
     if not isinstance(value, Mapping):
-        return None  # the text forms are parsed (and checked) by the launch filters
+        return None  # the text forms are parsed (and checked) by _launch.override_tokens
     bad = [str(k) for k in value if not isinstance(k, str) or not _OVERRIDE_KEY.match(k)]
     return f"keys that are not config keys (letters, digits, '.', '_', '-'): {', '.join(bad)}" if bad else None
 
@@ -191,7 +191,15 @@ INTERNAL = frozenset(
         "aorta_cluster_nodes",
         "aorta_cluster_hosts",
         "aorta_ranks",
-        "aorta_partial",
+        # the inventory guard's messages, in short pieces
+        "aorta_read_as",
+        "aorta_groups",
+        "aorta_how_to_read",
+        "aorta_two_sources",
+        "aorta_one_source",
+        "aorta_found",
+        "aorta_last",
+        "aorta_hint",
         # facts, registered results and task variables of the playbooks and roles
         "aorta_collect_failure",
         "aorta_node_setup_task",

@@ -13,6 +13,7 @@ from pathlib import Path
 import yaml
 
 BIN = Path(sys.executable).parent
+REPO = Path(__file__).resolve().parents[4]
 
 
 def test_bad_values_fail_naming_each_and_templated_good_ones_pass(play):
@@ -69,7 +70,9 @@ def test_a_misspelt_host_var_of_a_node_is_refused_naming_the_node(tmp_path):
                                 "n0.invalid": {"aorta_node_rank": 0, "aorta_vpc_ip": "10.0.0.1"},
                                 "n1.invalid": {"aorta_node_rank": 1, "aorta_vpc_ip": "10.0.0.2"},
                             }
-                        }
+                        },
+                        # As the inventory plugin makes it: the head, rank 0, in a group of its own.
+                        "aorta_head": {"hosts": {"n0.invalid": {}}},
                     }
                 }
             }
@@ -100,3 +103,30 @@ def test_a_misspelt_host_var_of_a_node_is_refused_naming_the_node(tmp_path):
         "aorta_gpus_per_nod (host or group vars of n1.invalid) is not a variable of aorta.cluster; "
         "did you mean aorta_gpus_per_node?"
     ) in proc.stdout
+
+
+def test_a_slice_of_the_cluster_is_refused_alone_before_any_variable(tmp_path):
+    """An AWX sliced job: 2 of the file's 3 nodes, with a bad variable too: one line, the slice's."""
+    hosts = {f"n{i}.invalid": {"aorta_node_rank": i, "aorta_vpc_ip": f"10.0.0.{i}"} for i in range(2)}
+    inventory = tmp_path / "inventory.yml"
+    inventory.write_text(
+        yaml.safe_dump(
+            {
+                "all": {
+                    "children": {
+                        "aorta_nodes": {"hosts": hosts, "vars": {"aorta_cluster_nodes": 3}},
+                        "aorta_head": {"hosts": {"n0.invalid": {}}},
+                    }
+                }
+            }
+        )
+    )
+    playbook = tmp_path / "play.yml"
+    task = {"name": "check", "aorta.cluster.check_variables": {}}
+    playbook.write_text(yaml.safe_dump([{"hosts": "localhost", "gather_facts": False, "tasks": [task]}]))
+    env = dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"), ANSIBLE_NOCOLOR="1")
+    argv = [str(BIN / "ansible-playbook"), str(playbook), "-i", str(inventory), "-e", "aorta_timeout_seconds=0"]
+    proc = subprocess.run(argv, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120, check=False)
+    assert proc.returncode != 0
+    assert "2 of 3 nodes: a --limit or an AWX sliced job." in proc.stdout
+    assert "aorta_timeout_seconds" not in proc.stdout
