@@ -47,13 +47,7 @@ class ActionModule(WaitAction):
             result.update(failed=True, msg=str(exc))
             return result
         watched = (hostvars["localhost"].get("aorta_watch") or {}) if "localhost" in hostvars else {}
-        # A node the head counted as gone (its record, as the watch last read it: no file per node read
-        # here) is asked over a new ssh master (the run's own may be stuck on a node that vanished: see
-        # _settings.bound_connection), for GONE_CONNECT_S at most: its run has already failed, and a
-        # node still there answers ssh in far less.
-        gone_by_head = node in silent_reasons([watched.get("status") or {}])
-        connect_s = min(int(s["aorta_connect_timeout"]), GONE_CONNECT_S) if gone_by_head else s["aorta_connect_timeout"]
-        _settings.bound_connection(self._connection, connect_s, s["aorta_run_id_resolved"], fresh=gone_by_head)
+        self._bind(s, node, watched)
         launch = task_vars.get("aorta_launch") or {}
         # The run's own head, ranks and node count: without the nodes preflight excluded.
         head = str(launch.get("head") or head)
@@ -63,12 +57,41 @@ class ActionModule(WaitAction):
         excluded = launch.get("excluded") or (task_vars.get("aorta_prepare") or {}).get("excluded")
         if excluded is True:
             return self._excluded(s, task_vars, node, result)
+        seconds: dict[str, float] = {}  # where this node's end went: a slow node's collection shows
+        wait = self._wait_for_run(s, launch, task_vars, node, head, total_nodes, watched, seconds)
+        record = self._record(s, launch, task_vars, node, wait)
+        # polls: the remote commands the wait made (one when the watch saw the run end).
+        result.update(changed=False, node_result=record, polls=wait.get("polls", 0))
+        self._finish(s, launch, task_vars, node, record, wait, seconds, result)
+        return result
+
+    def _bind(self, s: dict[str, Any], node: str, watched: dict[str, Any]) -> None:
+        """The task's ssh bound to the run's connect timeout; a fresh, shorter one for a node counted as gone."""
+        # A node the head counted as gone (its record, as the watch last read it: no file per node read
+        # here) is asked over a new ssh master (the run's own may be stuck on a node that vanished: see
+        # _settings.bound_connection), for GONE_CONNECT_S at most: its run has already failed, and a
+        # node still there answers ssh in far less.
+        gone_by_head = node in silent_reasons([watched.get("status") or {}])
+        connect_s = min(int(s["aorta_connect_timeout"]), GONE_CONNECT_S) if gone_by_head else s["aorta_connect_timeout"]
+        _settings.bound_connection(self._connection, connect_s, s["aorta_run_id_resolved"], fresh=gone_by_head)
+
+    def _wait_for_run(
+        self,
+        s: dict[str, Any],
+        launch: dict[str, Any],
+        task_vars: dict[str, Any],
+        node: str,
+        head: str,
+        total_nodes: int,
+        watched: dict[str, Any],
+        seconds: dict[str, float],
+    ) -> dict[str, Any]:
+        """The run's end as run_wait sees it (``{"skipped": True}``: nothing launched), timed in ``seconds``."""
         results_dir = str(s["aorta_results_dir_resolved"])
         progress_dir = os.path.join(results_dir, ".progress") if results_dir else None
         lease_dir = str(s["aorta_lease_dir"])
         run_id = str(s["aorta_run_id_resolved"])
         wait: dict[str, Any] = {"skipped": True}
-        seconds: dict[str, float] = {}  # where this node's end went: a slow node's collection shows
         started = time.monotonic()
         if launch.get("job"):
             args = {
@@ -84,6 +107,13 @@ class ActionModule(WaitAction):
             }
             wait = self.wait(args, task_vars)
             seconds["wait"] = time.monotonic() - started
+        return wait
+
+    def _record(
+        self, s: dict[str, Any], launch: dict[str, Any], task_vars: dict[str, Any], node: str, wait: dict[str, Any]
+    ) -> dict[str, Any]:
+        """The node's row in run.json: where it ran, how its run ended, and its state."""
+        results_dir = str(s["aorta_results_dir_resolved"])
         status = wait.get("status") or {}
         record = {
             "name": node,
@@ -105,8 +135,20 @@ class ActionModule(WaitAction):
             "log": f"{results_dir}/logs/{node}.log",
         }
         record.update(node_state(wait))
-        # polls: the remote commands the wait made (one when the watch saw the run end).
-        result.update(changed=False, node_result=record, polls=wait.get("polls", 0))
+        return record
+
+    def _finish(
+        self,
+        s: dict[str, Any],
+        launch: dict[str, Any],
+        task_vars: dict[str, Any],
+        node: str,
+        record: dict[str, Any],
+        wait: dict[str, Any],
+        seconds: dict[str, float],
+        result: dict[str, Any],
+    ) -> None:
+        """Into ``result``: the node's teardown, its traces' collection, their times, the on-node summaries."""
         gone = bool(wait.get("node_unreachable"))
         output = launch.get("collect_dir") or str(s["aorta_output_dir"])
         if not gone:
@@ -128,7 +170,6 @@ class ActionModule(WaitAction):
                 task_vars=task_vars,
             )
             result["summaries"] = summary.get("summaries", [])
-        return result
 
     def _excluded(self, s: dict[str, Any], task_vars: dict[str, Any], node: str, result: dict) -> dict[str, Any]:
         """A node preflight left out of the run (aorta_exclude_unhealthy): its lease let go, nothing

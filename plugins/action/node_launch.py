@@ -51,31 +51,7 @@ class ActionModule(ActionBase):
                 result.update(changed=False, excluded=True, rank=None, **shared)
                 return result
             s["aorta_node_rank"] = nodes.index(node)
-            verdict = head_file(s["aorta_results_dir_resolved"])
-            seen = _settings.wait_json(verdict, 0, run_id=s["aorta_run_id_resolved"]) or {}
-            if not seen.get("port"):
-                # A launch without this run's preflight would rendezvous on a port nobody picked.
-                raise _launch.LaunchError(
-                    f"launch: {verdict} holds no rendezvous port for run {s['aorta_run_id_resolved']}: "
-                    "aorta.cluster.node_prepare must pass on every node first"
-                )
-            if seen.get("head", head) != head:
-                raise _launch.LaunchError(f"launch: {verdict} names the head {seen.get('head')}, the run's is {head}")
-            head_vpc = self._templar.template(hostvars[head]["aorta_vpc_ip"]) if node != head else s["aorta_vpc_ip"]
-            collect_dir = None
-            # The mode follows the cluster file's node count, not the survivors': one node left must not
-            # turn auto into script mode.
-            if _launch.launch_mode(s["aorta_master_launch_mode"], len(cluster)) == "script":
-                collect_dir = self._script_mode(s, prepared)
-            plan = _plan.node_launch(
-                s,
-                node,
-                nodes,
-                {"name": head, "vpc_ip": head_vpc, "port": seen.get("port") or 0},
-                prepared,
-                collect_dir,
-                cluster_nodes=len(cluster),
-            )
+            plan, collect_dir = self._node_plan(s, node, nodes, head, cluster, hostvars, prepared)
         except (_settings.SettingsError, _launch.LaunchError, KeyError) as exc:
             result.update(failed=True, msg=f"{type(exc).__name__ if isinstance(exc, KeyError) else ''}{exc}")
             return result
@@ -88,7 +64,56 @@ class ActionModule(ActionBase):
             # Once per node and only when asked for (--check; -v prints the result, which holds it):
             # printed on every run, it was some forty console lines per node.
             display.display(json.dumps(row, indent=4))
-        result.update(
+        result.update(self._planned(s, shared, row, plan, collect_dir))
+        if self._task.check_mode:
+            return result
+        self._start(s, prepared, node, plan, hostvars, task_vars, result)
+        return result
+
+    def _node_plan(
+        self,
+        s: dict[str, Any],
+        node: str,
+        nodes: list[str],
+        head: str,
+        cluster: list[str],
+        hostvars: Any,
+        prepared: dict[str, Any],
+    ) -> tuple[dict[str, Any], str | None]:
+        """The node's plan on the head preflight's rendezvous port, and script mode's collect_dir (else None)."""
+        verdict = head_file(s["aorta_results_dir_resolved"])
+        seen = _settings.wait_json(verdict, 0, run_id=s["aorta_run_id_resolved"]) or {}
+        if not seen.get("port"):
+            # A launch without this run's preflight would rendezvous on a port nobody picked.
+            raise _launch.LaunchError(
+                f"launch: {verdict} holds no rendezvous port for run {s['aorta_run_id_resolved']}: "
+                "aorta.cluster.node_prepare must pass on every node first"
+            )
+        if seen.get("head", head) != head:
+            raise _launch.LaunchError(f"launch: {verdict} names the head {seen.get('head')}, the run's is {head}")
+        head_vpc = self._templar.template(hostvars[head]["aorta_vpc_ip"]) if node != head else s["aorta_vpc_ip"]
+        collect_dir = None
+        # The mode follows the cluster file's node count, not the survivors': one node left must not
+        # turn auto into script mode.
+        if _launch.launch_mode(s["aorta_master_launch_mode"], len(cluster)) == "script":
+            collect_dir = self._script_mode(s, prepared)
+        plan = _plan.node_launch(
+            s,
+            node,
+            nodes,
+            {"name": head, "vpc_ip": head_vpc, "port": seen.get("port") or 0},
+            prepared,
+            collect_dir,
+            cluster_nodes=len(cluster),
+        )
+        return plan, collect_dir
+
+    @staticmethod
+    def _planned(
+        s: dict[str, Any], shared: dict[str, Any], row: dict[str, Any], plan: dict[str, Any], collect_dir: str | None
+    ) -> dict[str, Any]:
+        """The result's keys for the node's plan: its rank, the run's nodes, and what the later steps read."""
+        return dict(
             rank=s["aorta_node_rank"],
             **shared,
             plan=row,
@@ -107,36 +132,49 @@ class ActionModule(ActionBase):
             status_path=f"{s['aorta_lease_dir']}/runs/{s['aorta_run_id_resolved']}.json",
             aggregate_path=f"{s['aorta_lease_dir']}/aggregates/{s['aorta_run_id_resolved']}.json",
         )
-        if self._task.check_mode:
-            return result
+
+    def _start(
+        self,
+        s: dict[str, Any],
+        prepared: dict[str, Any],
+        node: str,
+        plan: dict[str, Any],
+        hostvars: Any,
+        task_vars: dict[str, Any],
+        result: dict[str, Any],
+    ) -> None:
+        """Into ``result``: the image and py-spy placed where missing, then the container and its supervisor started."""
         try:
             step = self._image(s, prepared, node) or self._pyspy(plan["pyspy"])
             if step:
                 result.update(step)
-                return result
-            supervisor = dict(plan["supervisor"])
-            secret = self._templar.template(hostvars["localhost"]["aorta_run_secret_resolved"])
-            supervisor["watch"] = dict(supervisor["watch"], secret=secret)
-            # One remote command: the container's start, then the supervisor, detached on the node (its
-            # own session): it runs past the node's deadline, grace, diagnostics and cleanup, and no
-            # wrapper's limit ends it (Ansible's async wrapper cost a second Python start per node).
-            container = {k: v for k, v in plan["container_args"].items() if k != "container"}
-            job = self._execute_module(
-                module_name="aorta.cluster.run_supervisor",
-                module_args=dict(supervisor, start=container, detach=True),
-                task_vars=task_vars,
-            )
+                return
+            job = self._supervise(plan, hostvars, task_vars)
         except AnsibleConnectionFailure as exc:
             result.update(failed=True, msg=f"launch: unreachable: {node}: {exc}")
-            return result
+            return
         if job.get("failed"):
             job.pop("invocation", None)  # it holds the module's arguments: the secret is no_log, the rest is noise
             result.update(job, failed=True, msg=job.get("msg", "the supervisor did not start"))
-            return result
+            return
         started = job.get("started") or {}
         result["started"] = {"start_floor": started.get("start_floor"), "container_id": started.get("container_id")}
         result.update(changed=True, job={"pid": job.get("pid"), "status_path": job.get("status_path")})
-        return result
+
+    def _supervise(self, plan: dict[str, Any], hostvars: Any, task_vars: dict[str, Any]) -> dict[str, Any]:
+        """The container started and its supervisor detached on the node, in one remote command."""
+        supervisor = dict(plan["supervisor"])
+        secret = self._templar.template(hostvars["localhost"]["aorta_run_secret_resolved"])
+        supervisor["watch"] = dict(supervisor["watch"], secret=secret)
+        # One remote command: the container's start, then the supervisor, detached on the node (its
+        # own session): it runs past the node's deadline, grace, diagnostics and cleanup, and no
+        # wrapper's limit ends it (Ansible's async wrapper cost a second Python start per node).
+        container = {k: v for k, v in plan["container_args"].items() if k != "container"}
+        return self._execute_module(
+            module_name="aorta.cluster.run_supervisor",
+            module_args=dict(supervisor, start=container, detach=True),
+            task_vars=task_vars,
+        )
 
     def _script_mode(self, s: dict[str, Any], prepared: dict[str, Any]) -> str:
         """Aorta's launch_rocm.sh passes no --override: the run's files go where the config says."""
