@@ -25,7 +25,7 @@ options:
     type: str
     required: true
   run_argv:
-    description: The whole C(docker run -d ...) argv (see the P(aorta.cluster.docker_run_argv#filter) filter).
+    description: The whole C(docker run -d ...) argv (M(aorta.cluster.node_launch) builds each node's).
     type: list
     elements: str
     required: true

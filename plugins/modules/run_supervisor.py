@@ -257,10 +257,10 @@ attributes:
   diff_mode:
     support: none
 notes:
-  - "Under C(async) instead of O(detach), give the task the C(async_s) of the
-    C(aorta.cluster.launch_deadlines) filter (plugins/module_utils/_time_bounds.py: the deadline, the diagnostics,
-    the grace, the kill wait and the clean-up, plus the controller's wait and a margin): Ansible's async
-    wrapper kills its job at that limit."
+  - "Under C(async) instead of O(detach), give the task the C(async_s) of the run's deadlines
+    (M(aorta.cluster.node_launch) returns them as RV(aorta.cluster.node_launch#module:deadlines); computed by
+    plugins/module_utils/_time_bounds.py: the deadline, the diagnostics, the grace, the kill wait and the
+    clean-up, plus the controller's wait and a margin): Ansible's async wrapper kills its job at that limit."
 """
 
 EXAMPLES = r"""
@@ -427,65 +427,62 @@ def make_watch(spec, run_id, directory):
     return _aggregator.WorkerWatch(link, spec["head"], spec["heartbeat_timeout"], spec["join_timeout"])
 
 
-def main() -> None:
-    module = AnsibleModule(
-        argument_spec={
-            "run_id": {"type": "str", "required": True},
-            "container": {"type": "str", "required": True},
-            "command": {"type": "list", "elements": "str", "required": True},
-            "script": {"type": "str"},
-            "script_path": {"type": "path"},
-            "timeout_seconds": {"type": "int", "required": True},
-            "grace_seconds": {"type": "int", "default": 30},
-            "directory": {"type": "path", "default": "/var/tmp/aorta-cluster"},
-            "log": {"type": "path"},
-            "progress_dir": {"type": "path"},
-            "ranks": {"type": "list", "elements": "int", "default": []},
-            "diagnostics_dir": {"type": "str", "default": ""},
-            "pyspy_path": {"type": "path"},
-            "pyspy_sha256": {"type": "str"},
-            "diagnose_command": {"type": "list", "elements": "str", "default": []},
-            "diagnose_seconds": {"type": "int", "default": DIAGNOSE_S},
-            "fabric": {
-                "type": "dict",
-                "options": {
-                    "interface": {"type": "str", "required": True},
-                    "address": {"type": "str", "required": True},
-                    "head_address": {"type": "str", "required": True},
-                    "head_port": {"type": "int", "required": True},
-                    "timeout_seconds": {"type": "float", "default": 3},
-                },
+def _argument_spec():
+    """The module's options (documented in DOCUMENTATION above)."""
+    return {
+        "run_id": {"type": "str", "required": True},
+        "container": {"type": "str", "required": True},
+        "command": {"type": "list", "elements": "str", "required": True},
+        "script": {"type": "str"},
+        "script_path": {"type": "path"},
+        "timeout_seconds": {"type": "int", "required": True},
+        "grace_seconds": {"type": "int", "default": 30},
+        "directory": {"type": "path", "default": "/var/tmp/aorta-cluster"},
+        "log": {"type": "path"},
+        "progress_dir": {"type": "path"},
+        "ranks": {"type": "list", "elements": "int", "default": []},
+        "diagnostics_dir": {"type": "str", "default": ""},
+        "pyspy_path": {"type": "path"},
+        "pyspy_sha256": {"type": "str"},
+        "diagnose_command": {"type": "list", "elements": "str", "default": []},
+        "diagnose_seconds": {"type": "int", "default": DIAGNOSE_S},
+        "fabric": {
+            "type": "dict",
+            "options": {
+                "interface": {"type": "str", "required": True},
+                "address": {"type": "str", "required": True},
+                "head_address": {"type": "str", "required": True},
+                "head_port": {"type": "int", "required": True},
+                "timeout_seconds": {"type": "float", "default": 3},
             },
-            "watch": {
-                "type": "dict",
-                "options": {
-                    "node": {"type": "str", "required": True},
-                    "head": {"type": "str", "required": True},
-                    "nodes": {"type": "list", "elements": "str", "default": []},
-                    "head_address": {"type": "str", "required": True},
-                    "port": {"type": "int", "required": True},
-                    "secret": {"type": "str", "required": True, "no_log": True},
-                    "heartbeat_seconds": {"type": "float", "default": HEARTBEAT_S},
-                    "heartbeat_timeout": {"type": "float", "default": 30},
-                    "join_timeout": {"type": "float", "default": 120},
-                    "stopping_timeout": {"type": "float", "default": 330},
-                },
-            },
-            "kernel_log": {"type": "bool", "default": True},
-            "chown_paths": {"type": "list", "elements": "str", "default": []},
-            "remove_container": {"type": "bool", "default": True},
-            "docker": {"type": "str", "default": "docker"},
-            "start": {"type": "dict", "options": START_OPTIONS},
-            "detach": {"type": "bool", "default": False},
         },
-        supports_check_mode=True,
-        required_together=[("script", "script_path")],
-    )
-    p = module.params
-    if p["timeout_seconds"] <= 0 or p["grace_seconds"] < 0:
-        module.fail_json(msg="timeout_seconds must be > 0 and grace_seconds >= 0")
+        "watch": {
+            "type": "dict",
+            "options": {
+                "node": {"type": "str", "required": True},
+                "head": {"type": "str", "required": True},
+                "nodes": {"type": "list", "elements": "str", "default": []},
+                "head_address": {"type": "str", "required": True},
+                "port": {"type": "int", "required": True},
+                "secret": {"type": "str", "required": True, "no_log": True},
+                "heartbeat_seconds": {"type": "float", "default": HEARTBEAT_S},
+                "heartbeat_timeout": {"type": "float", "default": 30},
+                "join_timeout": {"type": "float", "default": 120},
+                "stopping_timeout": {"type": "float", "default": 330},
+            },
+        },
+        "kernel_log": {"type": "bool", "default": True},
+        "chown_paths": {"type": "list", "elements": "str", "default": []},
+        "remove_container": {"type": "bool", "default": True},
+        "docker": {"type": "str", "default": "docker"},
+        "start": {"type": "dict", "options": START_OPTIONS},
+        "detach": {"type": "bool", "default": False},
+    }
+
+
+def _commands(p):
+    """The launch argv, the cleanup argvs, the diagnostics capture's argvs and its note."""
     docker, container = p["docker"], p["container"]
-    path = status_path(p["directory"], p["run_id"])
     launch = [docker, "exec", container] + p["command"]
     cleanup = []
     uid, gid = os.getuid(), os.getgid()
@@ -506,17 +503,19 @@ def main() -> None:
         )
     if p["diagnose_command"]:
         diagnose.append(p["diagnose_command"])
-    if module.check_mode:
-        module.exit_json(changed=False, status_path=path, command=launch, cleanup=cleanup, diagnose=diagnose)
+    return launch, cleanup, diagnose, capture_note
 
+
+def _start_container(module, p, path):
+    """With O(start), the container started (fails the module if it cannot be); the result's extra keys."""
     extra = {}
     if p["start"]:
         q = p["start"]
         try:
             extra["started"] = start_container(
                 module.run_command,
-                docker,
-                container,
+                p["docker"],
+                p["container"],
                 q["run_argv"],
                 q["run_dir"],
                 q["mount_source"],
@@ -526,6 +525,11 @@ def main() -> None:
             )
         except ContainerError as exc:
             module.fail_json(msg=str(exc), status_path=path, **exc.extra)
+    return extra
+
+
+def _write_script(module, p, path):
+    """O(script) written to O(script_path), mode 0755 (fails the module if it cannot be)."""
     if p["script_path"]:
         try:
             os.makedirs(os.path.dirname(p["script_path"]), exist_ok=True)
@@ -535,13 +539,19 @@ def main() -> None:
         except OSError as exc:
             module.fail_json(msg=f"cannot write {p['script_path']}: {exc.strerror}", status_path=path)
 
-    if not p["detach"]:
-        try:
-            supervisor, lease = prepare(p, path, launch, cleanup, diagnose, capture_note)
-        except Refused as exc:
-            module.fail_json(msg=str(exc), status_path=path, **extra)
-        status = supervise(supervisor, lease, p["run_id"])
-        module.exit_json(changed=True, status=status, status_path=path, **extra)
+
+def _supervise_attached(module, p, path, launch, cleanup, diagnose, capture_note, extra):
+    """Without O(detach): the run supervised in this module run, to its end; exits the module."""
+    try:
+        supervisor, lease = prepare(p, path, launch, cleanup, diagnose, capture_note)
+    except Refused as exc:
+        module.fail_json(msg=str(exc), status_path=path, **extra)
+    status = supervise(supervisor, lease, p["run_id"])
+    module.exit_json(changed=True, status=status, status_path=path, **extra)
+
+
+def _detached_work(p, path, launch, cleanup, diagnose, capture_note):
+    """What the detached process runs: prepare, report its pid (or why it refused), then supervise."""
 
     def work(report):
         try:
@@ -553,6 +563,11 @@ def main() -> None:
         supervise(supervisor, lease, p["run_id"])
         return 0
 
+    return work
+
+
+def _supervise_detached(module, p, path, work, extra):
+    """With O(detach): ``work`` started in a process of its own; exits the module with its pid or why not."""
     try:
         shared_dir(p["directory"])
         shared_dir(os.path.dirname(path))
@@ -567,6 +582,30 @@ def main() -> None:
     if answer.get("failed"):
         module.fail_json(msg=answer.get("msg", "the supervisor did not start"), status_path=path, **extra)
     module.exit_json(changed=True, pid=answer.get("pid"), status_path=path, **extra)
+
+
+def main() -> None:
+    module = AnsibleModule(
+        argument_spec=_argument_spec(),
+        supports_check_mode=True,
+        required_together=[("script", "script_path")],
+    )
+    p = module.params
+    if p["timeout_seconds"] <= 0 or p["grace_seconds"] < 0:
+        module.fail_json(msg="timeout_seconds must be > 0 and grace_seconds >= 0")
+    path = status_path(p["directory"], p["run_id"])
+    launch, cleanup, diagnose, capture_note = _commands(p)
+    if module.check_mode:
+        module.exit_json(changed=False, status_path=path, command=launch, cleanup=cleanup, diagnose=diagnose)
+
+    extra = _start_container(module, p, path)
+    _write_script(module, p, path)
+
+    if not p["detach"]:
+        _supervise_attached(module, p, path, launch, cleanup, diagnose, capture_note, extra)
+
+    work = _detached_work(p, path, launch, cleanup, diagnose, capture_note)
+    _supervise_detached(module, p, path, work, extra)
 
 
 def prepare(p, path, launch, cleanup, diagnose, capture_note):

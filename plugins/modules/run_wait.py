@@ -48,7 +48,8 @@ options:
     description: Steps each rank will run, when known, for the summary line.
     type: int
   results_file:
-    description: A file on the node removed once the run has finished (the results file of a M(aorta.cluster.run_supervisor) run under C(async)).
+    description: A file on the node removed once the run has finished (the results file of a
+      M(aorta.cluster.run_supervisor) run under C(async)).
     type: str
   unreachable_polls:
     description: Polls in a row without a connection before the node counts as unreachable.

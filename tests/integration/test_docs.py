@@ -128,7 +128,7 @@ def tree() -> dict[str, set[str]]:
         "action plugin": {p.stem for p in (plugins / "action").glob("[a-z]*.py")},
         "inventory": {p.stem for p in (plugins / "inventory").glob("[a-z]*.py")},
         "lookup": {p.stem for p in (plugins / "lookup").glob("[a-z]*.py")},
-        # Every filter has its documentation sidecar, named after it (launch.py holds them all).
+        # Every filter has its documentation sidecar, named after it.
         "filter": {p.stem for p in (plugins / "filter").glob("*.yml")},
     }
 

@@ -180,7 +180,7 @@ DOCUMENTED = (
     ("module", "aorta.cluster.node_probe"),  # a module its action plugin runs
     ("inventory", "aorta.cluster.cluster_json"),
     ("lookup", "aorta.cluster.cluster_hosts"),
-    ("filter", "aorta.cluster.master_addr"),
+    ("filter", "aorta.cluster.partial_cluster"),
     ("role", "aorta.cluster.preflight"),
 )
 

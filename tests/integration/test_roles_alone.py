@@ -85,12 +85,15 @@ def _leases(cluster, nodes: int) -> list[str]:
 
 
 @pytest.mark.standin
-def test_a_users_playbook_runs_trace_parse_on_a_folder_and_teardown_by_run_id(  # noqa: F811
-    artifact, standin_cluster, tmp_path
+def test_a_users_playbook_runs_trace_parse_on_a_folder_and_teardown_by_run_id(
+    artifact,  # noqa: F811 (test_packaging's fixture)
+    standin_cluster,
+    tmp_path,
 ):
     fresh = tmp_path / "collections"
     env = outside_env(tmp_path, fresh)
-    installed = run(["ansible-galaxy", "collection", "install", "--offline", "-p", str(fresh), str(artifact)], tmp_path, env)
+    install = ["ansible-galaxy", "collection", "install", "--offline", "-p", str(fresh), str(artifact)]
+    installed = run(install, tmp_path, env)
     assert installed.returncode == 0, installed.stdout + installed.stderr
 
     traces, report = tmp_path / "traces", tmp_path / "report"

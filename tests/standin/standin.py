@@ -129,7 +129,8 @@ def remove_one_by_one(containers: list) -> None:
     dockerd restarts (moby#42119; moby dropped that count in v28.1). Measured on 2026-12-04 on
     this machine's engine, 96 or 64 sleeping containers on two networks, both cores kept busy:
     removed in one call, the count went stale in 5 of 8 rounds; one at a time, in none of 11
-    (tests/standin/endpoint_race.py; benchmarks/RESULTS.md). A container sharing another's namespace has no endpoint of its own.
+    (tests/standin/endpoint_race.py; benchmarks/RESULTS.md). A container sharing another's namespace
+    has no endpoint of its own.
     """
     for container in containers:
         sh("docker", "rm", "-f", "-v", container)

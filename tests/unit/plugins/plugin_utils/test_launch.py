@@ -1,5 +1,6 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""Launch filters: rendezvous address, launch mode, argv and the launch script."""
+"""plugin_utils/_launch.py: rendezvous address, launch mode, torchrun argv, the launch script, the
+container's base environment and script mode's output directory."""
 
 from __future__ import annotations
 
@@ -8,12 +9,9 @@ import subprocess
 import sys
 
 import pytest
-from ansible.errors import AnsibleFilterError
 
-from ansible_collections.aorta.cluster.plugins.filter.launch import FilterModule
 from ansible_collections.aorta.cluster.plugins.plugin_utils import _launch
-
-F = FilterModule().filters()
+from ansible_collections.aorta.cluster.plugins.plugin_utils._launch import LaunchError
 
 SPEC = {
     "nnodes": 2,
@@ -38,12 +36,12 @@ SPEC = {
     ],
 )
 def test_master_addr_precedence(override, vpc, key, expected):
-    assert F["master_addr"](override, vpc, key) == expected
+    assert _launch.master_addr(override, vpc, key) == expected
 
 
 def test_master_addr_without_any_address_fails():
-    with pytest.raises(AnsibleFilterError, match="aorta_master_addr"):
-        F["master_addr"]("", "", "")
+    with pytest.raises(LaunchError, match="aorta_master_addr"):
+        _launch.master_addr("", "", "")
 
 
 @pytest.mark.parametrize(
@@ -58,15 +56,15 @@ def test_master_addr_without_any_address_fails():
     ],
 )
 def test_launch_mode(mode, nnodes, expected):
-    assert F["launch_mode"](mode, nnodes) == expected
+    assert _launch.launch_mode(mode, nnodes) == expected
 
 
 @pytest.mark.parametrize(
     "mode,nnodes,words", [("script", 2, "one node only"), ("mpirun", 2, "not one of"), ("auto", 0, "no nodes")]
 )
 def test_launch_mode_errors(mode, nnodes, words):
-    with pytest.raises(AnsibleFilterError, match=words):
-        F["launch_mode"](mode, nnodes)
+    with pytest.raises(LaunchError, match=words):
+        _launch.launch_mode(mode, nnodes)
 
 
 def test_argv_order_and_one_override_group():
@@ -76,7 +74,7 @@ def test_argv_order_and_one_override_group():
         overrides={"training.max_steps": 15, "profiling.active": 6, "ddp.static_graph": True, "dims": [1, 2]},
         extra_train_args=["--enable-rocm-metrics"],
     )
-    argv = F["torchrun_argv"](spec)
+    argv = _launch.torchrun_argv(spec)
     assert argv == [
         "torchrun",
         "--nnodes=2",
@@ -99,7 +97,7 @@ def test_argv_order_and_one_override_group():
 
 
 def test_no_override_flag_without_overrides():
-    assert "--override" not in F["torchrun_argv"](dict(SPEC, overrides={}))
+    assert "--override" not in _launch.torchrun_argv(dict(SPEC, overrides={}))
 
 
 @pytest.mark.parametrize(
@@ -121,15 +119,15 @@ def test_no_override_flag_without_overrides():
     ],
 )
 def test_argv_errors_name_the_variable(change, words):
-    with pytest.raises(AnsibleFilterError, match=words):
-        F["torchrun_argv"](dict(SPEC, **change))
+    with pytest.raises(LaunchError, match=words):
+        _launch.torchrun_argv(dict(SPEC, **change))
 
 
 def test_argv_requires_every_rendezvous_field():
     spec = dict(SPEC)
     del spec["nnodes"]
-    with pytest.raises(AnsibleFilterError, match="nnodes is required"):
-        F["torchrun_argv"](spec)
+    with pytest.raises(LaunchError, match="nnodes is required"):
+        _launch.torchrun_argv(spec)
 
 
 NASTY = [
@@ -160,7 +158,7 @@ def test_launch_script_delivers_every_argument_byte_for_byte(tmp_path):
     argv = [sys.executable, "-c", dump, "--override", *_launch.override_tokens(overrides), *NASTY]
     workdir = tmp_path / "work dir"
     workdir.mkdir()
-    out = run_script(tmp_path, F["launch_script"](argv, {}, str(workdir)))
+    out = run_script(tmp_path, _launch.launch_script(argv, {}, str(workdir)))
     assert out["argv"] == ["--override", *[f"k{i}={v}" for i, v in enumerate(NASTY)], *NASTY]
     assert out["cwd"] == str(workdir)
     assert not list(tmp_path.glob("pwned*")) and not list(workdir.glob("pwned*"))
@@ -179,7 +177,7 @@ def test_launch_script_env_expands_only_variable_references(tmp_path, monkeypatc
         "SKIPPED": None,
     }
     dump = f"import json, os; print(json.dumps({{k: os.environ.get(k) for k in {list(env)!r}}}))"
-    out = run_script(tmp_path, F["launch_script"]([sys.executable, "-c", dump], env))
+    out = run_script(tmp_path, _launch.launch_script([sys.executable, "-c", dump], env))
     assert out == {
         "LD_LIBRARY_PATH": "/opt/rccl/build:/image/lib",
         "BRACED": "/opt/rccl/build:/image/lib/x",  # sees the export above: exports run in order
@@ -193,10 +191,10 @@ def test_launch_script_env_expands_only_variable_references(tmp_path, monkeypatc
 
 
 def test_launch_script_rejects_bad_variable_names():
-    with pytest.raises(AnsibleFilterError, match="not a valid variable name"):
-        F["launch_script"](["true"], {"BAD-NAME": "1"})
-    with pytest.raises(AnsibleFilterError, match="empty command"):
-        F["launch_script"]([], {})
+    with pytest.raises(LaunchError, match="not a valid variable name"):
+        _launch.launch_script(["true"], {"BAD-NAME": "1"})
+    with pytest.raises(LaunchError, match="empty command"):
+        _launch.launch_script([], {})
 
 
 @pytest.mark.parametrize(
@@ -211,7 +209,7 @@ def test_launch_script_rejects_bad_variable_names():
 )
 def test_overrides_from_an_awx_survey_answer(answer):
     """A survey textarea arrives as text; every form gives the same single --override group."""
-    argv = F["torchrun_argv"](dict(SPEC, overrides=answer, output_dir="aorta_runs/r1"))
+    argv = _launch.torchrun_argv(dict(SPEC, overrides=answer, output_dir="aorta_runs/r1"))
     group = argv[argv.index("--override") + 1 :]
     assert group == ["training.output_dir=aorta_runs/r1", "training.max_steps=15", "profiling.active=6"]
     # The watch's progress line reads the step count from the same answer (text stays text).
@@ -238,7 +236,7 @@ def test_override_text_keeps_quoted_spaces():
     ],
 )
 def test_script_mode_output_dir_from_the_config(config, expected):
-    assert F["config_output_dir"](config, "/mnt/") == expected
+    assert _launch.config_output_dir(config, "/mnt/") == expected
 
 
 @pytest.mark.parametrize(
@@ -246,5 +244,43 @@ def test_script_mode_output_dir_from_the_config(config, expected):
     [("/tmp/out", "is outside /mnt"), ("../elsewhere", "must be a directory below aorta_path"), ("/mnt", "outside")],
 )
 def test_script_mode_output_dir_that_cannot_be_collected(output_dir, words):
-    with pytest.raises(AnsibleFilterError, match=f"config/x.yaml: training.output_dir .*{words}"):
-        F["config_output_dir"]({"training": {"output_dir": output_dir}}, "/mnt", "config/x.yaml")
+    with pytest.raises(LaunchError, match=f"config/x.yaml: training.output_dir .*{words}"):
+        _launch.config_output_dir({"training": {"output_dir": output_dir}}, "/mnt", "config/x.yaml")
+
+
+def test_base_env_matches_cvs_and_lets_the_user_win():
+    env = _launch.base_env(
+        {"NCCL_MAX_NCHANNELS": 112, "NCCL_DEBUG": "VERSION"},
+        "/mnt/rccl",
+        {"NCCL_DEBUG": "INFO", "GLOO_SOCKET_IFNAME": "ib0"},
+        {"GLOO_SOCKET_IFNAME": "eth1", "NCCL_SOCKET_IFNAME": "eth1"},
+    )
+    assert env["TENSILE_STREAMK_MAX_CUS"] == 144
+    assert env["LD_LIBRARY_PATH"].startswith("/mnt/rccl/build/release/:/opt/rocm/lib")
+    assert env["LD_LIBRARY_PATH"].endswith(":$LD_LIBRARY_PATH")
+    assert env["rccl_path"] == "/mnt/rccl"
+    assert env["NCCL_DEBUG"] == "INFO"
+    assert env["GLOO_SOCKET_IFNAME"] == "ib0"
+    assert env["NCCL_SOCKET_IFNAME"] == "eth1"
+    with pytest.raises(LaunchError, match="NCCL_MAX_NCHANNELS"):
+        _launch.base_env({"NCCL_MAX_NCHANNELS": "many"}, "")
+
+
+def test_base_env_switches_the_flight_recorder_on_unless_the_user_set_a_variable_of_it():
+    fr = {"entries": 2000, "dump_dir": "/mnt/out/diagnostics/node_0"}
+    env = _launch.base_env({"TORCH_NCCL_TRACE_BUFFER_SIZE": 50}, "", {"TORCH_NCCL_DUMP_ON_TIMEOUT": 0}, {}, fr)
+    assert env["TORCH_FR_BUFFER_SIZE"] == 2000
+    assert env["TORCH_NCCL_TRACE_BUFFER_SIZE"] == 50  # the user's environment block wins
+    assert env["TORCH_NCCL_DUMP_ON_TIMEOUT"] == 0  # and so does extra_env
+    assert (
+        env["TORCH_FR_DUMP_TEMP_FILE"]
+        == env["TORCH_NCCL_DEBUG_INFO_TEMP_FILE"]
+        == "/mnt/out/diagnostics/node_0/fr_rank"
+    )
+    assert env["TORCH_NCCL_DEBUG_INFO_PIPE_FILE"].startswith("/tmp/")  # a FIFO never lands in collected output
+    off = _launch.base_env({}, "", {}, {}, {"entries": 0, "dump_dir": "/x"})
+    assert not [name for name in off if name.startswith("TORCH_")]
+    with pytest.raises(LaunchError, match="aorta_flight_recorder_entries"):
+        _launch.base_env({}, "", {}, {}, {"entries": "lots", "dump_dir": "/x"})
+    with pytest.raises(LaunchError, match="absolute"):
+        _launch.base_env({}, "", {}, {}, {"entries": 10, "dump_dir": "out"})

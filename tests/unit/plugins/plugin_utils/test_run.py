@@ -1,18 +1,16 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""Run bookkeeping filters: node outcome, run status and its first failure, docker run argv, base
-environment."""
+"""plugin_utils/_run.py: a node's outcome, the run's status and its first failure, torchrun's root
+cause, a setup that stopped, and the end table."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 import pytest
-from ansible.errors import AnsibleFilterError
 
-from ansible_collections.aorta.cluster.plugins.filter.launch import FilterModule
+from ansible_collections.aorta.cluster.plugins.plugin_utils import _run
 
-F = FilterModule().filters()
-HERE = Path(__file__).parent
+DATA = Path(__file__).parent / "run_data"
 
 
 @pytest.mark.parametrize(
@@ -31,12 +29,12 @@ HERE = Path(__file__).parent
     ],
 )
 def test_node_state(wait, expected):
-    result = F["node_state"](wait)
+    result = _run.node_state(wait)
     assert (result["state"], result["exit_code"]) == expected
 
 
 def test_all_ok_is_completed():
-    status = F["run_status"]([{"name": "a", "state": "ok"}, {"name": "b", "state": "ok"}])
+    status = _run.run_status([{"name": "a", "state": "ok"}, {"name": "b", "state": "ok"}])
     assert status == {
         "status": "COMPLETED",
         "failed_nodes": [],
@@ -46,15 +44,15 @@ def test_all_ok_is_completed():
 
 
 def test_no_nodes_is_failed():
-    assert F["run_status"]([])["status"] == "FAILED"
+    assert _run.run_status([])["status"] == "FAILED"
 
 
 def test_failure_names_the_node_where_it_started_not_the_ones_that_lost_a_peer():
-    own = F["torchrun_failure"]((HERE / "torchrun_own_failure.log").read_text())
-    peer = F["torchrun_failure"]((HERE / "torchrun_peer_failure.log").read_text())
+    own = _run.torchrun_failure((DATA / "torchrun_own_failure.log").read_text())
+    peer = _run.torchrun_failure((DATA / "torchrun_peer_failure.log").read_text())
     assert own["root_cause_rank"] == 3 and own["root_cause_exit"] == 1 and not own["secondary"]
     assert peer["root_cause_rank"] == 1 and peer["secondary"]
-    status = F["run_status"](
+    status = _run.run_status(
         [
             {"name": "head", "rank": 0, "state": "failed", "exit_code": 1, "failure": peer},
             {"name": "w1", "rank": 1, "state": "failed", "exit_code": 1, "failure": own},
@@ -67,7 +65,7 @@ def test_failure_names_the_node_where_it_started_not_the_ones_that_lost_a_peer()
 
 
 def test_timeout_names_the_node_of_the_rank_that_got_least_far():
-    status = F["run_status"](
+    status = _run.run_status(
         [
             {"name": "head", "rank": 0, "state": "timeout", "exit_code": -1, "progress": {"0": 4, "1": 4}},
             {"name": "w1", "rank": 1, "state": "timeout", "exit_code": -1, "progress": {"2": 4, "3": 3}},
@@ -80,7 +78,7 @@ def test_timeout_names_the_node_of_the_rank_that_got_least_far():
 
 
 def test_timeout_wins_over_failure_and_equal_progress_names_no_laggard():
-    status = F["run_status"](
+    status = _run.run_status(
         [
             {"name": "a", "rank": 0, "state": "failed", "exit_code": 1, "progress": {"0": 2}},
             {"name": "b", "rank": 1, "state": "timeout", "exit_code": -1, "progress": {"1": 2}},
@@ -122,7 +120,7 @@ def test_a_node_whose_fabric_link_went_down_is_named_first_although_every_rank_w
         timed_out("w1", 1, fabric(link_up=False, head_reached=False, operstate="down")),
         timed_out("w2", 2, fabric()),
     ]
-    status = F["run_status"](nodes)
+    status = _run.run_status(nodes)
     assert status["status"] == "TIMEOUT" and status["first_failure"] == "w1"
     assert "w1 (timeout, exit -1, fabric eth1 down)" in status["message"]
 
@@ -135,7 +133,7 @@ def test_a_node_cut_from_the_fabric_is_named_first_not_the_head_it_could_no_long
     cut["cluster_stop"] = {"node": "head", "kind": "silent", "reason": "no answer from the head head for 31 s"}
     nodes = [timed_out("head", 0, fabric(head_reached=None)), cut, timed_out("w2", 2, fabric())]
     nodes[0]["progress"], cut["progress"], nodes[2]["progress"] = {"0": 3}, {"1": 4}, {"2": 4}
-    status = F["run_status"](nodes)
+    status = _run.run_status(nodes)
     assert status["status"] == "TIMEOUT" and status["first_failure"] == "w1", status["message"]
     assert "no answer from the head" not in status["message"].split("w1 (")[0]
 
@@ -153,7 +151,7 @@ def test_a_node_the_head_heard_nothing_from_is_named_first_with_the_heads_reason
         stopped("w1", 1, "w2"),
         {"name": "w2", "rank": 2, "state": "unreachable", "exit_code": None},
     ]
-    status = F["run_status"](nodes)
+    status = _run.run_status(nodes)
     assert status["status"] == "FAILED" and status["first_failure"] == "w2"
     assert "w2 (unreachable, exit None, no heartbeat from w2 for 31 s)" in status["message"]
 
@@ -165,10 +163,10 @@ def test_a_head_every_worker_lost_is_named_and_a_reported_failure_adds_no_row():
         stopped("w1", 1, "head", reason=gone),
         stopped("w2", 2, "head", reason=gone),
     ]
-    assert F["run_status"](nodes)["first_failure"] == "head"
+    assert _run.run_status(nodes)["first_failure"] == "head"
     # A node that said it failed is judged by its own exit and torchrun's summary, as before.
     failed = [stopped("head", 0, "w1", kind="failed"), {"name": "w1", "rank": 1, "state": "failed", "exit_code": 1}]
-    assert F["run_status"](failed)["message"].count("heartbeat") == 0
+    assert _run.run_status(failed)["message"].count("heartbeat") == 0
 
 
 def test_a_worker_that_cannot_reach_the_head_is_named_but_if_no_worker_can_the_head_is():
@@ -177,14 +175,14 @@ def test_a_worker_that_cannot_reach_the_head_is_named_but_if_no_worker_can_the_h
         timed_out("w1", 1, fabric()),
         timed_out("w2", 2, fabric(head_reached=False)),
     ]
-    status = F["run_status"](one)
+    status = _run.run_status(one)
     assert status["first_failure"] == "w2" and "head 10.0.0.1:29500 not reached from eth1" in status["message"]
     every = [
         timed_out("head", 0, fabric(head_reached=None)),
         timed_out("w1", 1, fabric(head_reached=False)),
         timed_out("w2", 2, fabric(head_reached=False)),
     ]
-    status = F["run_status"](every)
+    status = _run.run_status(every)
     assert status["first_failure"] == "head" and "no worker reached 10.0.0.1:29500" in status["message"]
 
 
@@ -201,14 +199,14 @@ def test_fabric_checks_that_found_nothing_or_did_not_run_change_nothing():
             "fabric": {"ok": None, "error": "fabric check failed: x"},
         },
     ]
-    status = F["run_status"](nodes)
+    status = _run.run_status(nodes)
     assert status["first_failure"] == "w1" and "fabric" not in status["message"]
 
 
 def test_a_node_whose_output_disk_filled_fails_although_its_ranks_exited_0_and_is_named_first():
     full = {"path": "/data/out", "free_bytes": 0, "lowest_free_bytes": 0, "total_bytes": 102400, "error": ""}
     wait = {"finished": True, "status": {"outcome": "ok", "rc": 0, "disk": full, "log_tail": "ok"}}
-    state = F["node_state"](wait)
+    state = _run.node_state(wait)
     assert state["state"] == "failed" and state["exit_code"] == 0
     assert state["disk_full"] == {"path": "/data/out", "free_bytes": 0, "total_bytes": 102400, "enospc": False}
     nodes = [
@@ -221,7 +219,7 @@ def test_a_node_whose_output_disk_filled_fails_although_its_ranks_exited_0_and_i
         },
         {"name": "w1", "rank": 1, **state},
     ]
-    status = F["run_status"](nodes)
+    status = _run.run_status(nodes)
     assert status["first_failure"] == "w1" and "disk full: /data/out had 0 B free of 100.0 KiB" in status["message"]
 
 
@@ -237,111 +235,15 @@ def test_a_node_whose_output_disk_filled_fails_although_its_ranks_exited_0_and_i
 )
 def test_disk_full_from_the_lowest_free_space_or_enospc_in_the_log(disk, tail, full):
     wait = {"finished": True, "status": {"outcome": "ok", "rc": 0, "disk": disk, "log_tail": tail}}
-    assert (F["node_state"](wait)["state"] == "failed") is full
+    assert (_run.node_state(wait)["state"] == "failed") is full
 
 
 def test_torchrun_failure_without_summary_is_empty():
-    assert F["torchrun_failure"]("all good\n") == {}
-
-
-def test_docker_run_argv_has_everything_rocm_needs_and_no_privileged_by_default():
-    argv = F["docker_run_argv"](
-        {
-            "name": "aorta-r1",
-            "image": "rocm/aorta:1",
-            "mount_source": "/home/me/aorta",
-            "mount_target": "/mnt",
-            "labels": {"aorta.cluster.run": "r1"},
-            "shm_size": "17G",
-            "group_ids": ["44", "109"],
-            "devices": ["/dev/kfd", "/dev/dri"],
-            "lifetime_seconds": 100,
-        }
-    )
-    text = " ".join(argv)
-    assert argv[:5] == ["docker", "run", "-d", "--name", "aorta-r1"]
-    assert "--privileged" not in argv
-    for part in [
-        "--label aorta.cluster.run=r1",
-        "--network host",
-        "--ipc host",
-        "--shm-size 17G",
-        "--user root",
-        "--group-add 44 --group-add 109",
-        "--device /dev/kfd --device /dev/dri",
-        "--cap-add SYS_PTRACE",
-        "--cap-add IPC_LOCK",
-        "--security-opt seccomp=unconfined",
-        "--ulimit memlock=-1:-1",
-        "--ulimit stack=67108864:67108864",
-        "-v /home/me/aorta:/mnt:rw -w /mnt",
-    ]:
-        assert part in text, part
-    assert argv[-3:] == ["rocm/aorta:1", "sleep", "100"]
-    assert "--privileged" in F["docker_run_argv"](
-        {"name": "n", "image": "i", "mount_source": "/a", "mount_target": "/m", "privileged": True}
-    )
-    no_limits = F["docker_run_argv"](
-        {"name": "n", "image": "i", "mount_source": "/a", "mount_target": "/m", "ulimits": []}
-    )
-    assert "--ulimit" not in no_limits
-
-
-@pytest.mark.parametrize(
-    "spec,words",
-    [
-        ({"name": "n"}, "image is required"),
-        (
-            {"name": "n", "image": "i", "mount_source": "/a", "mount_target": "/m", "group_ids": ["render"]},
-            "not numeric",
-        ),
-    ],
-)
-def test_docker_run_argv_errors(spec, words):
-    with pytest.raises(AnsibleFilterError, match=words):
-        F["docker_run_argv"](spec)
-
-
-def test_base_env_matches_cvs_and_lets_the_user_win():
-    env = F["base_env"](
-        {"NCCL_MAX_NCHANNELS": 112, "NCCL_DEBUG": "VERSION"},
-        "/mnt/rccl",
-        {"NCCL_DEBUG": "INFO", "GLOO_SOCKET_IFNAME": "ib0"},
-        {"GLOO_SOCKET_IFNAME": "eth1", "NCCL_SOCKET_IFNAME": "eth1"},
-    )
-    assert env["TENSILE_STREAMK_MAX_CUS"] == 144
-    assert env["LD_LIBRARY_PATH"].startswith("/mnt/rccl/build/release/:/opt/rocm/lib")
-    assert env["LD_LIBRARY_PATH"].endswith(":$LD_LIBRARY_PATH")
-    assert env["rccl_path"] == "/mnt/rccl"
-    assert env["NCCL_DEBUG"] == "INFO"
-    assert env["GLOO_SOCKET_IFNAME"] == "ib0"
-    assert env["NCCL_SOCKET_IFNAME"] == "eth1"
-    with pytest.raises(AnsibleFilterError, match="NCCL_MAX_NCHANNELS"):
-        F["base_env"]({"NCCL_MAX_NCHANNELS": "many"}, "")
-
-
-def test_base_env_switches_the_flight_recorder_on_unless_the_user_set_a_variable_of_it():
-    fr = {"entries": 2000, "dump_dir": "/mnt/out/diagnostics/node_0"}
-    env = F["base_env"]({"TORCH_NCCL_TRACE_BUFFER_SIZE": 50}, "", {"TORCH_NCCL_DUMP_ON_TIMEOUT": 0}, {}, fr)
-    assert env["TORCH_FR_BUFFER_SIZE"] == 2000
-    assert env["TORCH_NCCL_TRACE_BUFFER_SIZE"] == 50  # the user's environment block wins
-    assert env["TORCH_NCCL_DUMP_ON_TIMEOUT"] == 0  # and so does extra_env
-    assert (
-        env["TORCH_FR_DUMP_TEMP_FILE"]
-        == env["TORCH_NCCL_DEBUG_INFO_TEMP_FILE"]
-        == "/mnt/out/diagnostics/node_0/fr_rank"
-    )
-    assert env["TORCH_NCCL_DEBUG_INFO_PIPE_FILE"].startswith("/tmp/")  # a FIFO never lands in collected output
-    off = F["base_env"]({}, "", {}, {}, {"entries": 0, "dump_dir": "/x"})
-    assert not [name for name in off if name.startswith("TORCH_")]
-    with pytest.raises(AnsibleFilterError, match="aorta_flight_recorder_entries"):
-        F["base_env"]({}, "", {}, {}, {"entries": "lots", "dump_dir": "/x"})
-    with pytest.raises(AnsibleFilterError, match="absolute"):
-        F["base_env"]({}, "", {}, {}, {"entries": 10, "dump_dir": "out"})
+    assert _run.torchrun_failure("all good\n") == {}
 
 
 def test_node_line():
-    line = F["node_line"](
+    line = _run.node_line(
         {
             "rank": 1,
             "name": "n1",
@@ -356,7 +258,7 @@ def test_node_line():
 
 
 def test_setup_failure_names_every_node_whose_own_task_failed_not_the_reporter():
-    setup_failure = FilterModule().filters()["setup_failure"]
+    setup_failure = _run.setup_failure
     # n1 and n2 unreachable: their wait failed; n0 only stopped (any_errors_fatal).
     messages = ["", "n1: Reach every node: timed out", "n2: Reach every node: refused"]
     result = setup_failure(["n0", "n1", "n2"], messages, [False, True, True])
@@ -376,11 +278,11 @@ def test_setup_failure_names_every_node_whose_own_task_failed_not_the_reporter()
 def test_the_end_table_names_only_the_nodes_that_were_not_ok_then_counts():
     ok = {"rank": 0, "name": "a", "state": "ok", "exit_code": 0, "vpc_ip": "10.0.0.1", "fabric_if": "eth1"}
     bad = {"rank": 1, "name": "b", "state": "unreachable", "exit_code": None, "vpc_ip": "10.0.0.2", "fabric_if": "eth1"}
-    healthy = F["node_table"]([dict(ok, rank=r, name=f"n{r}") for r in range(1000)])
+    healthy = _run.node_table([dict(ok, rank=r, name=f"n{r}") for r in range(1000)])
     assert healthy == ["nodes: 1000 (1000 ok); fabric interface: eth1 on 1000"]
-    lines = F["node_table"]([ok, bad])
-    assert lines == [F["node_line"](bad), "nodes: 2 (1 ok, 1 unreachable); fabric interface: eth1 on 2"]
-    assert F["node_table"]([ok, bad], True)[:2] == [F["node_line"](ok), F["node_line"](bad)]
+    lines = _run.node_table([ok, bad])
+    assert lines == [_run.node_line(bad), "nodes: 2 (1 ok, 1 unreachable); fabric interface: eth1 on 2"]
+    assert _run.node_table([ok, bad], True)[:2] == [_run.node_line(ok), _run.node_line(bad)]
 
 
 def test_excluded_nodes_neither_fail_the_run_nor_count_in_it():
@@ -389,10 +291,10 @@ def test_excluded_nodes_neither_fail_the_run_nor_count_in_it():
         {"name": "n1", "rank": None, "state": "excluded"},
         {"name": "n3", "rank": 1, "state": "ok"},
     ]
-    status = F["run_status"](nodes)
+    status = _run.run_status(nodes)
     assert status["status"] == "COMPLETED" and status["failed_nodes"] == []
     assert status["message"] == "all 2 nodes completed; 1 excluded by preflight: n1"
-    failed = F["run_status"]([dict(nodes[0], state="failed", exit_code=1), nodes[1], nodes[2]])
+    failed = _run.run_status([dict(nodes[0], state="failed", exit_code=1), nodes[1], nodes[2]])
     assert failed["failed_nodes"] == ["n0"] and failed["message"].endswith("; 1 excluded by preflight: n1")
-    table = F["node_table"](nodes)
+    table = _run.node_table(nodes)
     assert table[-1].startswith("nodes: 3 (2 ok, 1 excluded)")
