@@ -73,7 +73,7 @@ def main() -> int:
         )
         ours = run_child(
             "import json\n"
-            "from ansible_collections.aorta.cluster.plugins.module_utils import _analysis\n"
+            "from ansible_collections.aorta.cluster.plugins.module_utils.trace_analysis import _analysis\n"
             "base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024\n"
             f"t = time.perf_counter(); r = _analysis.analyse({str(trace)!r}); el = time.perf_counter() - t\n"
             "peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024\n"
@@ -87,7 +87,7 @@ def main() -> int:
             quarter.append(str(path))
         pool = run_child(
             "import json\n"
-            "from ansible_collections.aorta.cluster.plugins.module_utils import _analysis\n"
+            "from ansible_collections.aorta.cluster.plugins.module_utils.trace_analysis import _analysis\n"
             f"paths = {quarter!r}\n"
             "t = time.perf_counter(); _analysis.analyse_all(paths, max_workers=1); seq = time.perf_counter() - t\n"
             "t = time.perf_counter(); _analysis.analyse_all(paths, max_workers=2); par = time.perf_counter() - t\n"

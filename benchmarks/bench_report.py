@@ -122,7 +122,7 @@ def summaries_8192(tmp: Path) -> float:
 import json, random, sys, time
 from ansible.plugins.loader import init_plugin_loader
 init_plugin_loader([{str(REPO / ".collections")!r}])
-from ansible_collections.aorta.cluster.plugins.module_utils import _analysis, _report, _render
+from ansible_collections.aorta.cluster.plugins.module_utils.trace_analysis import _analysis, _report, _render
 base = _analysis.safe_analyse(sys.argv[1])
 rng = random.Random(2)
 summaries = []

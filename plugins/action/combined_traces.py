@@ -17,7 +17,7 @@ from collections.abc import Collection, Mapping
 from typing import Any, ClassVar
 
 from ansible_collections.aorta.cluster.plugins.action.trace_parse import ActionModule as ControllerTaskAction
-from ansible_collections.aorta.cluster.plugins.module_utils._combined import ARGUMENT_SPEC, write
+from ansible_collections.aorta.cluster.plugins.module_utils.trace_analysis._combined import ARGUMENT_SPEC, write
 from ansible_collections.aorta.cluster.plugins.plugin_utils import _record
 
 

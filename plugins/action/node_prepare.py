@@ -12,7 +12,7 @@ from ansible.errors import AnsibleConnectionFailure
 from ansible.utils.display import Display
 
 from ansible_collections.aorta.cluster.plugins.action.node_probe import ActionModule as ProbeAction
-from ansible_collections.aorta.cluster.plugins.module_utils import _time_bounds
+from ansible_collections.aorta.cluster.plugins.module_utils.node_runtime import _time_bounds
 from ansible_collections.aorta.cluster.plugins.plugin_utils import _settings
 from ansible_collections.aorta.cluster.plugins.plugin_utils._cluster_file import partial_cluster
 from ansible_collections.aorta.cluster.plugins.plugin_utils._launch import LaunchError, launch_mode

@@ -21,7 +21,7 @@ from typing import Any, ClassVar
 from ansible.module_utils.parsing.convert_bool import boolean
 from ansible.plugins.action import ActionBase
 
-from ansible_collections.aorta.cluster.plugins.module_utils._report import TASK_ARGUMENT_SPEC, run_task
+from ansible_collections.aorta.cluster.plugins.module_utils.trace_analysis._report import TASK_ARGUMENT_SPEC, run_task
 from ansible_collections.aorta.cluster.plugins.plugin_utils import _record
 
 

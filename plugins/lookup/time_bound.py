@@ -13,7 +13,7 @@ author:
 description:
   - "Returns the seconds one task of the playbook C(aorta.cluster.aorta_multinode) may take, derived from the
     C(aorta_*) variables of the host the task runs for, by the same arithmetic the collection's plugins
-    use on the controller and on the nodes (C(plugins/module_utils/_time_bounds.py)): a bound changed
+    use on the controller and on the nodes (C(plugins/module_utils/node_runtime/_time_bounds.py)): a bound changed
     there moves the task timeouts with it, and no copy of it in a playbook can disagree."
   - "V(prepare): the preflight task's C(timeout), C(aorta_connect_timeout) + C(aorta_fabric_check_timeout)
     + 300, plus twice the health checks' bound (6 x C(aorta_health_step_timeout) + 30, the head's probe then
@@ -62,7 +62,7 @@ from ansible.errors import AnsibleLookupError
 from ansible.module_utils.parsing.convert_bool import boolean
 from ansible.plugins.lookup import LookupBase
 
-from ansible_collections.aorta.cluster.plugins.module_utils import _time_bounds
+from ansible_collections.aorta.cluster.plugins.module_utils.node_runtime import _time_bounds
 
 FLAGS = ("aorta_health_checks",)  # booleans as Ansible reads them ("yes", "false", ...), not Python's truth
 

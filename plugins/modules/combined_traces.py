@@ -185,7 +185,7 @@ files:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.aorta.cluster.plugins.module_utils._combined import ARGUMENT_SPEC, write
+from ansible_collections.aorta.cluster.plugins.module_utils.trace_analysis._combined import ARGUMENT_SPEC, write
 
 # expected_ranks and nodes may be left out for the action plugin, which reads them from the run's nodes.
 MODULE_ARGUMENT_SPEC = dict(ARGUMENT_SPEC, expected_ranks={"type": "int"}, nodes={"type": "list", "elements": "dict"})

@@ -105,7 +105,7 @@ ephemeral_range:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.aorta.cluster.plugins.module_utils._ports import (
+from ansible_collections.aorta.cluster.plugins.module_utils.node_runtime._ports import (
     PortError,
     ephemeral_range,
     find_free_port,

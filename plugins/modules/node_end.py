@@ -20,7 +20,7 @@ description:
     releases the lease with M(aorta.cluster.node_lease) (the backstop: the supervisor does it when it
     ends), then collects the run's new files, at most C(aorta_collect_parallel) nodes at once (lock
     files on the controller), a transfer that breaks off retried twice."
-  - "Over the C(ssh) connection without a password, the node streams them (its module_utils/_traces.py
+  - "Over the C(ssh) connection without a password, the node streams them (its module_utils/trace_analysis/_traces.py
     sent on stdin: each file read and hashed once, compressed into the SSH channel) and they are
     unpacked here as they arrive, each hashed as it is written; no archive on either side. Otherwise
     M(aorta.cluster.trace_pack) packs an archive that is pulled, checked against the node's sha256

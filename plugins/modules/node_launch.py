@@ -74,8 +74,8 @@ master_port:
   returned: always
   type: int
 deadlines:
-  description: Every time bound of the run, in seconds, as plugins/module_utils/_time_bounds.py derives them
-    from the run's deadlines.
+  description: Every time bound of the run, in seconds, as plugins/module_utils/node_runtime/_time_bounds.py
+    derives them from the run's deadlines.
   returned: always
   type: dict
 total_steps:

@@ -142,7 +142,7 @@ import os
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.aorta.cluster.plugins.module_utils._lease import (
+from ansible_collections.aorta.cluster.plugins.module_utils.node_runtime._lease import (
     Lease,
     LeaseError,
     LeaseHeld,

@@ -262,17 +262,21 @@ import time
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.aorta.cluster.plugins.module_utils import _health, _kernel_log
-from ansible_collections.aorta.cluster.plugins.module_utils._fabric import reach
-from ansible_collections.aorta.cluster.plugins.module_utils._lease import (
+from ansible_collections.aorta.cluster.plugins.module_utils.node_runtime import _health, _kernel_log
+from ansible_collections.aorta.cluster.plugins.module_utils.node_runtime._fabric import reach
+from ansible_collections.aorta.cluster.plugins.module_utils.node_runtime._lease import (
     LeaseError,
     LeaseHeld,
     refusal,
     shared_dir,
     take,
 )
-from ansible_collections.aorta.cluster.plugins.module_utils._ports import PortError, ephemeral_range, find_free_port
-from ansible_collections.aorta.cluster.plugins.module_utils._probe import gather, tool_facts
+from ansible_collections.aorta.cluster.plugins.module_utils.node_runtime._ports import (
+    PortError,
+    ephemeral_range,
+    find_free_port,
+)
+from ansible_collections.aorta.cluster.plugins.module_utils.node_runtime._probe import gather, tool_facts
 
 
 def connect_facts(connect: dict, interfaces: dict) -> dict:

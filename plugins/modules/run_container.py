@@ -94,7 +94,11 @@ removed_same_name:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.aorta.cluster.plugins.module_utils._container import OPTIONS, ContainerError, start
+from ansible_collections.aorta.cluster.plugins.module_utils.node_runtime._container import (
+    OPTIONS,
+    ContainerError,
+    start,
+)
 
 
 def main() -> None:

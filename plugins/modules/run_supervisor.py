@@ -259,7 +259,7 @@ attributes:
 notes:
   - "Under C(async) instead of O(detach), give the task the C(async_s) of the run's deadlines
     (M(aorta.cluster.node_launch) returns them as RV(aorta.cluster.node_launch#module:deadlines); computed by
-    plugins/module_utils/_time_bounds.py: the deadline, the diagnostics, the grace, the kill wait and the
+    plugins/module_utils/node_runtime/_time_bounds.py: the deadline, the diagnostics, the grace, the kill wait and the
     clean-up, plus the controller's wait and a margin): Ansible's async wrapper kills its job at that limit."
 """
 
@@ -322,12 +322,17 @@ import traceback
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.aorta.cluster.plugins.module_utils import _aggregator, _fabric, _kernel_log, _probe
-from ansible_collections.aorta.cluster.plugins.module_utils._capture import capture_argvs
-from ansible_collections.aorta.cluster.plugins.module_utils._container import OPTIONS as START_OPTIONS
-from ansible_collections.aorta.cluster.plugins.module_utils._container import ContainerError
-from ansible_collections.aorta.cluster.plugins.module_utils._container import start as start_container
-from ansible_collections.aorta.cluster.plugins.module_utils._lease import (
+from ansible_collections.aorta.cluster.plugins.module_utils.node_runtime import (
+    _aggregator,
+    _fabric,
+    _kernel_log,
+    _probe,
+)
+from ansible_collections.aorta.cluster.plugins.module_utils.node_runtime._capture import capture_argvs
+from ansible_collections.aorta.cluster.plugins.module_utils.node_runtime._container import OPTIONS as START_OPTIONS
+from ansible_collections.aorta.cluster.plugins.module_utils.node_runtime._container import ContainerError
+from ansible_collections.aorta.cluster.plugins.module_utils.node_runtime._container import start as start_container
+from ansible_collections.aorta.cluster.plugins.module_utils.node_runtime._lease import (
     Lease,
     LeaseError,
     LeaseHeld,
@@ -336,12 +341,16 @@ from ansible_collections.aorta.cluster.plugins.module_utils._lease import (
     refusal,
     shared_dir,
 )
-from ansible_collections.aorta.cluster.plugins.module_utils._supervisor import (
+from ansible_collections.aorta.cluster.plugins.module_utils.node_runtime._supervisor import (
     Supervisor,
     metrics_progress,
     write_json_atomic,
 )
-from ansible_collections.aorta.cluster.plugins.module_utils._time_bounds import DIAGNOSE_S, HEARTBEAT_S, run_lease_s
+from ansible_collections.aorta.cluster.plugins.module_utils.node_runtime._time_bounds import (
+    DIAGNOSE_S,
+    HEARTBEAT_S,
+    run_lease_s,
+)
 
 
 class Refused(Exception):

@@ -89,7 +89,7 @@ import os
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.aorta.cluster.plugins.module_utils._traces import (
+from ansible_collections.aorta.cluster.plugins.module_utils.trace_analysis._traces import (
     TraceError,
     find_new_files,
     pack,

@@ -267,7 +267,7 @@ tools:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.aorta.cluster.plugins.module_utils._report import TASK_ARGUMENT_SPEC, run_task
+from ansible_collections.aorta.cluster.plugins.module_utils.trace_analysis._report import TASK_ARGUMENT_SPEC, run_task
 
 
 def main() -> None:

@@ -62,7 +62,7 @@ summaries:
 from ansible.module_utils.basic import AnsibleModule
 
 # The analysis only: the node does not need the report's renderer (HTML, plots, CSV).
-from ansible_collections.aorta.cluster.plugins.module_utils._analysis import analyse_all, find_traces
+from ansible_collections.aorta.cluster.plugins.module_utils.trace_analysis._analysis import analyse_all, find_traces
 
 
 def main() -> None:

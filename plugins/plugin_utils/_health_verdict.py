@@ -3,7 +3,7 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 """Preflight's judgement of a node's health, and the drift of the nodes' fingerprints (controller side).
 
-Private to this collection. The node reads (module_utils/_health.py); these pure functions decide.
+Private to this collection. The node reads (module_utils/node_runtime/_health.py); these pure functions decide.
 A health failure is one line naming the check, the node and the reason, like every preflight line;
 drift is a warning, one line per field that differs, whatever the node count.
 """

@@ -4,7 +4,7 @@
 """A node's launch plan, and the run's deadlines it carries (controller side).
 
 Private to this collection. The deadlines' arithmetic, and every other time bound of a run, is in
-module_utils/_time_bounds.py (the supervisor on the node reads the same module); launch_deadlines
+module_utils/node_runtime/_time_bounds.py (the supervisor on the node reads the same module); launch_deadlines
 below is its controller-side caller, which says a bad value as a LaunchError. node_launch detaches the supervisor itself
 (run_supervisor's detach): no wrapper limits it there; async_s is the limit for a user who runs
 run_supervisor under Ansible's async instead.
@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple
 
-from ansible_collections.aorta.cluster.plugins.module_utils import _time_bounds
+from ansible_collections.aorta.cluster.plugins.module_utils.node_runtime import _time_bounds
 from ansible_collections.aorta.cluster.plugins.plugin_utils import _docker_run, _launch
 from ansible_collections.aorta.cluster.plugins.plugin_utils._launch import LaunchError
 from ansible_collections.aorta.cluster.plugins.plugin_utils._vocabulary import READ_BY

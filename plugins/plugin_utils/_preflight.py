@@ -3,7 +3,7 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 """Preflight's judgement of one node's probe (controller side).
 
-Private to this collection. The node gathers facts in one module run (module_utils/_probe.py);
+Private to this collection. The node gathers facts in one module run (module_utils/node_runtime/_probe.py);
 these pure functions decide, with one message per failed check naming the check, the node, the
 key and the fix, and derive what the launch needs (fabric interface and environment, the address
 the head's bootstrap advertises, the record run.json keeps).

@@ -3,7 +3,7 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 """One node's traces streamed to the controller: packed, sent and unpacked at once (controller side).
 
-Private to this collection. The node runs module_utils/_traces.py itself (``python3 - ROOT FLOOR
+Private to this collection. The node runs module_utils/trace_analysis/_traces.py itself (``python3 - ROOT FLOOR
 COMPRESSION``, the file's text on stdin), which reads each file once, hashes it and writes a
 compressed tar to the SSH channel; here that channel goes straight into zstd (a gzip or plain
 stream straight into Python's tarfile) and the extraction, which hashes each file as it writes it.
@@ -22,7 +22,7 @@ import tempfile
 from collections.abc import Sequence
 from typing import Any
 
-from ansible_collections.aorta.cluster.plugins.module_utils import _traces
+from ansible_collections.aorta.cluster.plugins.module_utils.trace_analysis import _traces
 
 SCRIPT = _traces.__file__.replace(".pyc", ".py")
 MAX_MAGIC = 64  # the stream's first line: b"AORTA-TRACES/1 zstd\n"

@@ -15,7 +15,7 @@ import shutil
 import sys
 from typing import Any
 
-from ansible_collections.aorta.cluster.plugins.module_utils._traces import sha256_file
+from ansible_collections.aorta.cluster.plugins.module_utils.trace_analysis._traces import sha256_file
 
 _HASHES: dict[tuple[str, int, float], str] = {}
 _OFF = ("", "false", "False", "off", "none")

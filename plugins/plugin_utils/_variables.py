@@ -24,7 +24,7 @@ import re
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from ansible_collections.aorta.cluster.plugins.module_utils._thresholds import threshold_problems
+from ansible_collections.aorta.cluster.plugins.module_utils.trace_analysis._thresholds import threshold_problems
 from ansible_collections.aorta.cluster.plugins.plugin_utils._vocabulary import USER
 
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")

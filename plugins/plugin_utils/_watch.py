@@ -27,7 +27,7 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any, Optional
 
-from ansible_collections.aorta.cluster.plugins.module_utils._time_bounds import NEVER_STARTED_S
+from ansible_collections.aorta.cluster.plugins.module_utils.node_runtime._time_bounds import NEVER_STARTED_S
 from ansible_collections.aorta.cluster.plugins.plugin_utils._progress import due_line, progress_line, save_snapshot
 
 MARK = "--aorta-status--"

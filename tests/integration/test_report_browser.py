@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from ansible_collections.aorta.cluster.plugins.module_utils import _render, _report
+from ansible_collections.aorta.cluster.plugins.module_utils.trace_analysis import _render, _report
 
 REPO = Path(__file__).resolve().parents[2]
 ARTIFACTS = REPO / "tests" / "output" / "browser"

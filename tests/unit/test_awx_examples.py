@@ -14,7 +14,7 @@ from ansible.module_utils.common.validation import check_type_dict
 from ansible.plugins.loader import inventory_loader
 
 from ansible_collections.aorta.cluster.plugins.inventory import cluster_json
-from ansible_collections.aorta.cluster.plugins.module_utils import _thresholds
+from ansible_collections.aorta.cluster.plugins.module_utils.trace_analysis import _thresholds
 from ansible_collections.aorta.cluster.plugins.plugin_utils import _launch
 
 REPO = Path(__file__).resolve().parents[2]

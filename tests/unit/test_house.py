@@ -41,16 +41,18 @@ def test_no_two_test_files_share_a_basename():
 def test_the_node_side_summary_does_not_ship_the_renderer():
     """trace_summary runs on every node: what it imports (Ansible bundles it) stays the analysis."""
     utils = REPO / "plugins" / "module_utils"
-    pattern = re.compile(r"plugins\.module_utils(?:\._(\w+)| import ([\w, ]+))")
+    pattern = re.compile(r"plugins\.module_utils\.(\w+)(?:\._(\w+)| import ([\w, ]+))")
     todo, shipped = [REPO / "plugins" / "modules" / "trace_summary.py"], set()
     while todo:
         text = todo.pop().read_text()
-        for single, several in pattern.findall(text):
+        for package, single, several in pattern.findall(text):
             for name in [single] if single else [n.strip().lstrip("_") for n in several.split(",")]:
-                if name and name not in shipped and (utils / f"_{name}.py").exists():
-                    shipped.add(name)
-                    todo.append(utils / f"_{name}.py")
-    assert shipped == {"analysis", "decode", "intervals", "layout", "timeline"}, shipped
+                path = utils / package / f"_{name}.py"
+                if name and f"{package}/{name}" not in shipped and path.exists():
+                    shipped.add(f"{package}/{name}")
+                    todo.append(path)
+    analysis = {"analysis", "decode", "intervals", "layout", "timeline"}
+    assert shipped == {f"trace_analysis/{name}" for name in analysis}, shipped
 
 
 def _version(text: str) -> tuple[int, ...]:

@@ -1,6 +1,6 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 """The time_bound lookup: a task's timeout from the host's aorta_* variables, templated, by the
-arithmetic of module_utils/_time_bounds.py; in-process, and as a task's timeout keyword."""
+arithmetic of module_utils/node_runtime/_time_bounds.py; in-process, and as a task's timeout keyword."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from ansible.parsing.dataloader import DataLoader
 from ansible.plugins.loader import lookup_loader
 from ansible.template import Templar, trust_as_template
 
-from ansible_collections.aorta.cluster.plugins.module_utils import _time_bounds
+from ansible_collections.aorta.cluster.plugins.module_utils.node_runtime import _time_bounds
 
 VARIABLES = {
     "aorta_connect_timeout": 30,

@@ -1,6 +1,6 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 """The free_port module answers with a port every given address can bind (its picking is
-_ports', tested in tests/unit/plugins/module_utils/test_ports.py), and fails in one line."""
+_ports', tested in tests/unit/plugins/module_utils/node_runtime/test_ports.py), and fails in one line."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import json
 import pytest
 from ansible.module_utils.testing import patch_module_args
 
-from ansible_collections.aorta.cluster.plugins.module_utils import _ports
+from ansible_collections.aorta.cluster.plugins.module_utils.node_runtime import _ports
 from ansible_collections.aorta.cluster.plugins.modules import free_port
 
 

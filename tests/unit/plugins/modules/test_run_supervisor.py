@@ -9,7 +9,7 @@ import json
 import time
 from pathlib import Path
 
-from ansible_collections.aorta.cluster.plugins.module_utils._lease import Lease
+from ansible_collections.aorta.cluster.plugins.module_utils.node_runtime._lease import Lease
 from ansible_collections.aorta.cluster.plugins.modules import run_supervisor
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pathlib
 import re
 
-from ansible_collections.aorta.cluster.plugins.module_utils import _health, _kernel_log
+from ansible_collections.aorta.cluster.plugins.module_utils.node_runtime import _health, _kernel_log
 from ansible_collections.aorta.cluster.plugins.plugin_utils import _health_verdict
 
 EXPECT = {"require_gpu": True, "gpus_needed": 8, "slow_s": 15, "step_timeout": 30, "collect": True}

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from ansible_collections.aorta.cluster.plugins.module_utils import _aggregator, _kernel_log, _time_bounds
-from ansible_collections.aorta.cluster.plugins.module_utils import _supervisor as sv
+from ansible_collections.aorta.cluster.plugins.module_utils.node_runtime import _aggregator, _kernel_log, _time_bounds
+from ansible_collections.aorta.cluster.plugins.module_utils.node_runtime import _supervisor as sv
 from ansible_collections.aorta.cluster.plugins.plugin_utils._launch import LaunchError
 from ansible_collections.aorta.cluster.plugins.plugin_utils._plan import (
     LAUNCH_NAMES,

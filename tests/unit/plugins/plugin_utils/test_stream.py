@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""_stream.pull: the node's packing script (module_utils/_traces.py, sent on stdin) streams a run's
+"""_stream.pull: the node's packing script (module_utils/trace_analysis/_traces.py, sent on stdin) streams a run's
 files, unpacked as they arrive; every way the stream can break is named and leaves no half tree.
 The "node" here is a local python3 reading its script from stdin, as it does behind ssh."""
 

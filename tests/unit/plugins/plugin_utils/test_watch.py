@@ -9,7 +9,7 @@ import subprocess
 import threading
 import time
 
-from ansible_collections.aorta.cluster.plugins.module_utils import _time_bounds
+from ansible_collections.aorta.cluster.plugins.module_utils.node_runtime import _time_bounds
 from ansible_collections.aorta.cluster.plugins.plugin_utils import _watch
 
 

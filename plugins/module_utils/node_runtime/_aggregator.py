@@ -1,0 +1,450 @@
+# Copyright (c) aorta.cluster contributors
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""The head watches the run: every node's supervisor reports to an aggregator on the head
+(target side, standard library only).
+
+Private to this collection. Runs on the node's Python (>= 3.9 syntax).
+
+Why UDP on the head's fabric address, at the rendezvous port's number: one socket on the head
+whatever the node count (no open file per node at 1000 nodes), no listener on any worker, and a
+worker that cannot reach it learns so before its ranks start. A report is one datagram; a lost one
+is covered by the next (every ``_time_bounds.HEARTBEAT_S``).
+
+Every datagram, both ways, is JSON ``{"v", "run", "node", "seq", "body", "mac"}`` where ``mac`` is
+HMAC-SHA256 over (run id, node, sequence number, body), keyed by the run's secret. The aggregator
+refuses (and counts) anything oversized, not JSON, of another run or node, unauthenticated, or not
+newer than the last accepted sequence number of its node (a replay); a worker accepts only a reply
+to the sequence number it just sent. The secret is never written anywhere: not in the aggregate,
+not in a status file.
+
+No rank starts anywhere until every node has joined: the head's answer carries ``go`` once every
+node has reported, and each supervisor (the head's too) launches only then. A node that fails its
+own launch step therefore costs the others nothing but a wait: no rendezvous, no partial start.
+
+``Aggregator`` is the state machine (no sockets; the clock is passed in) that decides when the run
+must stop: a node that reports a failure, or whose reports stop for ``heartbeat_timeout`` seconds
+(or that never reports within ``join_timeout``). ``HeadLink`` serves it on the head in a thread;
+``WorkerLink`` is a worker's side.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import hmac
+import json
+import socket
+import threading
+import time
+
+from ansible_collections.aorta.cluster.plugins.module_utils.node_runtime._time_bounds import (
+    FINAL_REPORT_TRIES,
+    REPLY_WAIT_S,
+)
+
+VERSION = 1
+MAX_DATAGRAM = 8192  # a report is a few hundred bytes; anything larger is refused unread
+JOIN_POLL_S = 0.5  # how often a node waiting for every node to join asks again
+AGGREGATE_EVERY_S = 2.0  # how often the head rewrites the aggregate file
+SCAN_EVERY_S = 1.0  # how often the silence scan (every node) runs: not once per datagram
+# A node that said it is stopping (capture, SIGTERM, grace, SIGKILL, cleanup) reports again only
+# when that is over: its silence is judged against the stop's own bound instead.
+STOPPING_STATES = ("diagnosing", "terminating", "killing", "cleaning")
+REFUSALS = ("oversized", "not_json", "other_run", "unknown_node", "unauthenticated", "replay")
+
+
+class Refused(Exception):
+    """A datagram the aggregator (or a worker) does not accept; ``kind`` is one of REFUSALS."""
+
+    def __init__(self, kind):
+        super().__init__(kind)
+        self.kind = kind
+
+
+def _canonical(run_id, node, seq, body):
+    return json.dumps([run_id, node, seq, body], sort_keys=True, separators=(",", ":")).encode()
+
+
+def seal(secret, run_id, node, seq, body):
+    """The datagram carrying ``body`` from ``node`` as message ``seq`` of run ``run_id``."""
+    mac = hmac.new(secret, _canonical(run_id, node, seq, body), hashlib.sha256).hexdigest()
+    return json.dumps({"v": VERSION, "run": run_id, "node": node, "seq": seq, "body": body, "mac": mac}).encode()
+
+
+def open_sealed(secret, run_id, data):
+    """``(node, seq, body)`` of an authentic datagram of run ``run_id``; raises Refused."""
+    if len(data) > MAX_DATAGRAM:
+        raise Refused("oversized")
+    try:
+        message = json.loads(data)
+    except ValueError:
+        raise Refused("not_json") from None
+    if not isinstance(message, dict) or message.get("v") != VERSION:
+        raise Refused("not_json")
+    node, seq, body, mac = message.get("node"), message.get("seq"), message.get("body"), message.get("mac")
+    if message.get("run") != run_id:
+        raise Refused("other_run")
+    if not isinstance(node, str) or not isinstance(seq, int) or not isinstance(body, dict) or not isinstance(mac, str):
+        raise Refused("not_json")
+    want = hmac.new(secret, _canonical(run_id, node, seq, body), hashlib.sha256).hexdigest()
+    if not hmac.compare_digest(want, mac):
+        raise Refused("unauthenticated")
+    return node, seq, body
+
+
+class Aggregator:
+    """What the head knows of every node, and whether the run must stop (no sockets, no threads).
+
+    ``nodes``: every node's name, the head first. A node's report body holds ``state`` (the
+    supervisor's), ``finished``, ``outcome``, ``rc``, ``reason``, ``progress`` and ``disk_free``.
+    """
+
+    def __init__(self, run_id, secret, nodes, heartbeat_timeout, join_timeout, now, stopping_timeout=None):
+        self.run_id, self.secret = run_id, secret
+        self.nodes = list(nodes)
+        self.head = self.nodes[0]
+        self.heartbeat_timeout = float(heartbeat_timeout)
+        self.join_timeout = max(float(join_timeout), self.heartbeat_timeout)
+        self.stopping_timeout = max(float(stopping_timeout or 0), self.heartbeat_timeout)
+        self.started = now
+        self.seen = {}  # node -> {"at": monotonic, "body": last body, "seq": last accepted seq}
+        self.refused = dict.fromkeys(REFUSALS, 0)
+        self.stop = None  # {"node", "kind", "reason", "after_s"} once decided; never undone
+        self.silent = {}  # node -> why it counts as gone (its reports stopped or never came)
+        self.scanned = None  # when the silence scan last ran
+        self.joined = 0  # how many nodes have reported at least once (go when all have)
+
+    def receive(self, data, now):
+        """Handle one datagram: the reply datagram to send back, or None (refused, and counted)."""
+        try:
+            node, seq, body = open_sealed(self.secret, self.run_id, data)
+            if node not in self.nodes:
+                raise Refused("unknown_node")
+            if seq <= self.seen.get(node, {}).get("seq", 0):
+                raise Refused("replay")
+        except Refused as refused:
+            self.refused[refused.kind] += 1
+            return None
+        reply = self.report(node, body, now, seq)
+        return seal(self.secret, self.run_id, self.head, seq, reply)
+
+    def report(self, node, body, now, seq=None):
+        """Record ``node``'s ``body`` (authenticated already); the answer: stop or carry on."""
+        entry = self.seen.setdefault(node, {"seq": 0})
+        if "at" not in entry:
+            self.joined += 1
+        entry.update(at=now, body=dict(body))
+        if seq is not None:
+            entry["seq"] = seq
+        if self.stop is None and body.get("finished") and body.get("outcome") != "ok":
+            reason = f"{node} {body.get('outcome') or 'failed'}: {body.get('reason') or 'no reason given'}"
+            self._decide(node, "failed", reason, now)
+        self.tick(now)
+        return self.answer()
+
+    def answer(self):
+        """Stop (with the node and why) or carry on; ``go`` once every node has joined."""
+        return {"stop": self.stop is not None, "go": self.joined >= len(self.nodes), **(self.stop or {})}
+
+    def tick(self, now):
+        """Name every node whose reports stopped (or never came) once its bound has passed, in
+        ``silent``, even after a stop (a dead node often shows first as its peers' failures); the
+        first one found stops the run unless something already did. The scan is O(nodes): at 1000
+        nodes reporting every 3 s it runs once a second, not once per datagram."""
+        if self.scanned is not None and now - self.scanned < SCAN_EVERY_S:
+            return self.stop
+        self.scanned = now
+        for node in self.nodes:
+            entry = self.seen.get(node)
+            if node in self.silent or (entry is not None and entry.get("body", {}).get("finished")):
+                continue
+            if entry is None or "at" not in entry:
+                if now - self.started >= self.join_timeout:
+                    self.silent[node] = f"{node} never reported to the head in {self.join_timeout:.0f} s"
+            elif now - entry["at"] >= self._bound(entry):
+                self.silent[node] = f"no heartbeat from {node} for {now - entry['at']:.0f} s"
+            if node in self.silent and self.stop is None:
+                self._decide(node, "silent", self.silent[node], now)
+        return self.stop
+
+    def _bound(self, entry):
+        stopping = entry.get("body", {}).get("state") in STOPPING_STATES
+        return self.stopping_timeout if stopping else self.heartbeat_timeout
+
+    def _decide(self, node, kind, reason, now):
+        """``kind``: ``failed`` (the node said so) or ``silent`` (its reports stopped or never came)."""
+        self.stop = {"node": node, "kind": kind, "reason": reason, "after_s": round(now - self.started, 3)}
+        return self.stop
+
+    def settled(self):
+        """Every node has reported its end or is gone silent; after a stop, a node never heard from
+        is not waited for either (it cannot have launched)."""
+        for node in self.nodes:
+            entry = self.seen.get(node) or {}
+            if node in self.silent or entry.get("body", {}).get("finished"):
+                continue
+            if self.stop is not None and "at" not in entry:
+                continue
+            return False
+        return True
+
+    def aggregate(self, now):
+        """The whole run as the controller reads it (no secret)."""
+        nodes = {}
+        for node in self.nodes:
+            entry = self.seen.get(node) or {}
+            body = entry.get("body") or {}
+            nodes[node] = {
+                "seen": "at" in entry,
+                "silent_s": round(now - entry["at"], 3) if "at" in entry else None,
+                "state": body.get("state"),
+                "finished": bool(body.get("finished")),
+                "outcome": body.get("outcome"),
+                "rc": body.get("rc"),
+                "reason": body.get("reason"),
+                "progress": body.get("progress") or {},
+                "disk_free": body.get("disk_free"),
+            }
+        return {
+            "run_id": self.run_id,
+            "head": self.head,
+            "nodes": nodes,
+            "stop": self.stop,
+            "silent": dict(self.silent),
+            "settled": self.settled(),
+            "refused": dict(self.refused),
+            "elapsed_s": round(now - self.started, 3),
+        }
+
+
+def _family(address):
+    return socket.AF_INET6 if ":" in address else socket.AF_INET
+
+
+class HeadLink:
+    """The aggregator served on the head's fabric address in a thread of the head's supervisor.
+
+    ``report()`` is the head's own report (no network); ``close()`` stops the thread."""
+
+    def __init__(self, aggregator, address, port, aggregate_path=None, clock=time.monotonic, write=None):
+        self.aggregator = aggregator
+        self.clock = clock
+        self.aggregate_path = aggregate_path
+        self._write = write
+        self.lock = threading.Lock()
+        self.sock = socket.socket(_family(address), socket.SOCK_DGRAM)
+        self.sock.bind((address, int(port)))  # the fabric address only: no other interface listens
+        self.sock.settimeout(0.5)
+        self._closed = threading.Event()
+        self.thread = threading.Thread(target=self._serve, name="aorta-aggregator", daemon=True)
+
+    def start(self):
+        self.thread.start()
+        return self
+
+    def _serve(self):
+        last_written = None
+        while not self._closed.is_set():
+            try:
+                data, peer = self.sock.recvfrom(MAX_DATAGRAM + 1)
+            except socket.timeout:
+                data = None
+            except OSError:
+                if self._closed.is_set():
+                    return
+                data = None
+            now = self.clock()
+            with self.lock:
+                reply = self.aggregator.receive(data, now) if data is not None else None
+                self.aggregator.tick(now)
+                due = last_written is None or now - last_written >= AGGREGATE_EVERY_S
+                view = self.aggregator.aggregate(now) if due else None
+            if reply is not None:
+                with contextlib.suppress(OSError):  # the worker asks again with its next report
+                    self.sock.sendto(reply, peer)
+            if view is not None:
+                self.write_aggregate(view)
+                last_written = now
+
+    def write_aggregate(self, view=None):
+        if not self.aggregate_path or self._write is None:
+            return
+        if view is None:
+            with self.lock:
+                view = self.aggregator.aggregate(self.clock())
+        with contextlib.suppress(OSError):  # informs the controller; never decides the run
+            self._write(self.aggregate_path, view)
+
+    def report(self, body):
+        now = self.clock()
+        with self.lock:
+            return self.aggregator.report(self.aggregator.head, body, now)
+
+    def settled(self):
+        with self.lock:
+            return self.aggregator.settled()
+
+    def close(self):
+        self._closed.set()
+        self.thread.join(2)
+        self.sock.close()
+        self.write_aggregate()
+
+
+class WorkerLink:
+    """A worker's side: each report goes to the head; the reply says whether to stop.
+
+    ``report()`` returns the head's answer, or None when it did not answer this time; ``silent_s()``
+    how long since the head last answered (from the link's start until its first answer)."""
+
+    def __init__(self, secret, run_id, node, head_address, port, clock=time.monotonic):
+        self.secret, self.run_id, self.node = secret, run_id, node
+        self.target = (head_address, int(port))
+        self.clock = clock
+        self.seq = 0
+        self.sock = socket.socket(_family(head_address), socket.SOCK_DGRAM)
+        self.sock.connect(self.target)  # replies from any other address never reach recv()
+        self.last_answer = self.clock()
+        self.answered = False
+
+    def report(self, body, wait=REPLY_WAIT_S):
+        self.seq += 1
+        seq = self.seq
+        try:
+            self.sock.send(seal(self.secret, self.run_id, self.node, seq, body))
+        except OSError:
+            return None  # no route, refused: the same as no answer
+        end = self.clock() + wait
+        while True:
+            left = end - self.clock()
+            if left <= 0:
+                return None
+            self.sock.settimeout(left)
+            try:
+                data = self.sock.recv(MAX_DATAGRAM + 1)
+            except (socket.timeout, OSError):
+                return None
+            try:
+                _head, got, answer = open_sealed(self.secret, self.run_id, data)
+            except Refused:
+                continue
+            if got != seq:
+                continue  # a late answer to an earlier report (or a replayed one)
+            self.last_answer = self.clock()
+            self.answered = True
+            return answer
+
+    def silent_s(self):
+        return self.clock() - self.last_answer
+
+    def close(self):
+        self.sock.close()
+
+
+def _stop_of(answer, by):
+    if not answer or not answer.get("stop"):
+        return None
+    return {"node": answer.get("node"), "kind": answer.get("kind"), "reason": answer.get("reason") or "", "by": by}
+
+
+class HeadWatch:
+    """What the head's supervisor asks: its own reports go to the aggregator without the network;
+    after its own end it keeps serving the others (``waiting()``) until every node has ended or
+    gone silent, or ``linger_s`` has passed."""
+
+    role = "head"
+
+    def __init__(self, link, linger_s, clock=time.monotonic, sleep=time.sleep):
+        self.link, self.linger_s, self.clock, self.sleep = link, float(linger_s), clock, sleep
+        self.linger_end = None
+
+    def join(self):
+        """'' once every node has joined; else why the head must not launch. Bounded by the
+        aggregator itself: a node not heard from within its join timeout stops the run."""
+        self.link.start()
+        while True:
+            answer = self.link.report({"state": "joining", "finished": False})
+            stop = _stop_of(answer, "head")
+            if stop:
+                return f"the run stopped before its ranks started: {stop['reason']}"
+            if answer.get("go"):
+                return ""
+            self.sleep(JOIN_POLL_S)
+
+    def beat(self, body):
+        return _stop_of(self.link.report(body), "head")
+
+    def finish(self, body):
+        self.link.report(body)
+        self.linger_end = self.clock() + self.linger_s
+
+    def waiting(self):
+        with self.link.lock:
+            self.link.aggregator.tick(self.clock())
+        return not self.link.settled() and self.clock() < self.linger_end
+
+    def silent(self):
+        """The nodes the head counts as gone, with why (for the status and the controller)."""
+        with self.link.lock:
+            return dict(self.link.aggregator.silent)
+
+    def close(self):
+        self.link.close()
+
+
+class WorkerWatch:
+    """What a worker's supervisor asks: the head's answer to each report, and whether the head has
+    gone quiet for ``heartbeat_timeout`` seconds (then the node stops itself: its rendezvous is gone)."""
+
+    role = "worker"
+
+    def __init__(self, link, head, heartbeat_timeout, join_timeout, clock=time.monotonic, sleep=time.sleep):
+        self.link, self.head = link, head
+        self.heartbeat_timeout, self.join_timeout = float(heartbeat_timeout), float(join_timeout)
+        self.clock, self.sleep = clock, sleep
+
+    def join(self):
+        """'' once the head says every node has joined (go); else why this node must not launch:
+        the fabric message when the head never answered, the head's stop, or the head gone quiet."""
+        end = self.clock() + self.join_timeout
+        while True:
+            answer = self.link.report({"state": "joining", "finished": False})
+            if answer is not None:
+                stop = _stop_of(answer, "head")
+                if stop:
+                    return f"the head stopped the run before this node launched: {stop['reason']}"
+                if answer.get("go"):
+                    return ""
+            elif not self.link.answered and self.clock() >= end:
+                address, port = self.link.target
+                return (
+                    f"fabric: the head {self.head}'s aggregator at {address}:{port}/udp did not answer in "
+                    f"{self.join_timeout:.0f} s (is UDP to the rendezvous port open on the fabric?)"
+                )
+            elif self.link.answered and self.link.silent_s() >= self.heartbeat_timeout:
+                return f"no answer from the head {self.head} for {self.link.silent_s():.0f} s while waiting to launch"
+            self.sleep(JOIN_POLL_S)
+
+    def beat(self, body):
+        stop = _stop_of(self.link.report(body), "head")
+        if stop is None and self.link.silent_s() >= self.heartbeat_timeout:
+            reason = f"no answer from the head {self.head} for {self.link.silent_s():.0f} s"
+            stop = {"node": self.head, "kind": "silent", "reason": reason, "by": "self"}
+        return stop
+
+    def finish(self, body):
+        for _attempt in range(FINAL_REPORT_TRIES):  # a lost datagram is asked again; a gone head is not waited for
+            if self.link.report(body) is not None:
+                break
+
+    @staticmethod
+    def waiting():
+        return False
+
+    @staticmethod
+    def silent():
+        return {}
+
+    def close(self):
+        self.link.close()

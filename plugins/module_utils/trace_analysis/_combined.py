@@ -1,0 +1,192 @@
+# Copyright (c) aorta.cluster contributors
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""The combined_traces tree: every node's files unpacked or moved into place, verified against what
+the node read, and a manifest, renamed into place at once (documented in plugins/modules/combined_traces.py).
+
+Private to this collection. Runs in the controller's own Python (the action plugin), or as the
+module's body where the module itself is run; stdlib only.
+"""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+import shutil
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+
+from ansible_collections.aorta.cluster.plugins.module_utils.trace_analysis._layout import aorta_pairs
+from ansible_collections.aorta.cluster.plugins.module_utils.trace_analysis._traces import (
+    TraceError,
+    distributed_ranks,
+    sha256_file,
+    unpack,
+)
+
+ARGUMENT_SPEC = {
+    "dest": {"type": "path", "required": True},
+    "run_id": {"type": "str", "required": True},
+    "expected_ranks": {"type": "int", "required": True},
+    "nodes": {"type": "list", "elements": "dict", "required": True},
+}
+
+# How many nodes are unpacked at once (decompression, hashing and writing overlap across nodes).
+UNPACK_THREADS = 4
+
+
+def collect_node(node, staging):
+    """Unpack and verify one node into ``staging/node_<rank>``; returns its manifest entry."""
+    entry = {
+        "rank": node["rank"],
+        "name": node["name"],
+        "mgmt_ip": node.get("mgmt_ip"),
+        "vpc_ip": node.get("vpc_ip"),
+        "state": node.get("state"),
+        "collected": False,
+        "error": node.get("error") or None,
+        "files": [],
+    }
+    if node.get("pull_attempts"):
+        entry["pull_attempts"] = int(node["pull_attempts"])
+    expected = {f["path"]: f for f in node.get("files") or []}
+    archive = node.get("archive")
+    if entry["error"] or not (archive or node.get("tree")):
+        if not entry["error"] and not expected:
+            entry.update(collected=True)  # the node wrote nothing new: an empty, verified set
+        elif not entry["error"]:
+            entry["error"] = "no archive arrived"
+        return entry
+    target = os.path.join(staging, f"node_{node['rank']}")
+    if node.get("tree"):
+        return _adopt_tree(node, entry, expected, target)
+    try:
+        if node.get("archive_sha256") and sha256_file(archive) != node["archive_sha256"]:
+            raise TraceError(f"{archive}: checksum differs from the node's; the transfer damaged it")
+        arrived = {}  # (size, sha256) of each file, taken as it was written
+        names = unpack(archive, target, node.get("compression") or "gzip", hashes=arrived)
+    except TraceError as exc:
+        shutil.rmtree(target, ignore_errors=True)
+        entry["error"] = str(exc)
+        return entry
+    except OSError as exc:  # the archive never arrived, or cannot be read: this node's loss, not the tree's
+        shutil.rmtree(target, ignore_errors=True)
+        if exc.errno == errno.ENOSPC:
+            raise
+        said = f" (the pull said: {node['pull_msg']})" if node.get("pull_msg") else ""
+        entry["error"] = f"archive {archive}: {exc.strerror}{said}"
+        return entry
+    return _verify(entry, expected, target, names, arrived)
+
+
+def _adopt_tree(node, entry, expected, target):
+    """A node whose files were streamed (unpacked on arrival, each hashed as it was written): its
+    tree moves into place and is checked the same way as an unpacked archive."""
+    arrived = {rel: tuple(pair) for rel, pair in (node.get("arrived") or {}).items()}
+    try:
+        os.rename(node["tree"], target)
+    except OSError as exc:
+        if exc.errno == errno.ENOSPC:
+            raise
+        entry["error"] = f"streamed files {node['tree']}: {exc.strerror}"
+        return entry
+    return _verify(entry, expected, target, list(arrived), arrived)
+
+
+def _verify(entry, expected, target, names, arrived):
+    """Every file the node listed arrived, with the node's size and sha256; the rank each holds."""
+    if sorted(names) != sorted(expected):
+        shutil.rmtree(target, ignore_errors=True)
+        entry["error"] = f"archive holds {len(names)} files, the node listed {len(expected)}"
+        return entry
+    for rel in sorted(names):
+        path = os.path.join(target, rel)
+        size, digest = arrived[rel]
+        if digest != expected[rel]["sha256"] or size != expected[rel]["size"]:
+            shutil.rmtree(target, ignore_errors=True)
+            entry.update(files=[], error=f"{rel}: sha256 on arrival differs from the node's original")
+            return entry
+        try:
+            ranks = distributed_ranks(path)
+        except TraceError:
+            ranks = []
+        entry["files"].append({"path": rel, "size": expected[rel]["size"], "sha256": digest, "ranks": ranks})
+    entry["collected"] = True
+    return entry
+
+
+def build_manifest(params, entries):
+    found = {}
+    pairs = {}
+    for entry in entries:
+        node_pairs = aorta_pairs([item["path"] for item in entry["files"]])
+        pairs.update({f"node_{entry['rank']}/{a}": f"node_{entry['rank']}/{b}" for a, b in node_pairs.items()})
+        for item in entry["files"]:
+            if item["path"] in node_pairs:
+                continue  # Aorta's TensorBoard copy of the same window: not a second file of the rank
+            for rank in item["ranks"]:
+                found.setdefault(rank, []).append(f"node_{entry['rank']}/{item['path']}")
+    expected = list(range(params["expected_ranks"]))
+    return {
+        "run_id": params["run_id"],
+        "expected_ranks": expected,
+        "found_ranks": sorted(found),
+        "missing_ranks": [r for r in expected if r not in found],
+        "ranks_in_several_files": {str(r): paths for r, paths in sorted(found.items()) if len(paths) > 1},
+        "aorta_pairs": pairs,
+        "unreachable_nodes": [
+            e["name"] for e in entries if e["state"] == "unreachable" or (e["error"] or "").startswith("unreachable")
+        ],
+        "nodes_not_collected": [e["name"] for e in entries if not e["collected"]],
+        "nodes": entries,
+    }
+
+
+def current_manifest(dest):
+    try:
+        with open(os.path.join(dest, "manifest.json")) as handle:
+            return json.load(handle)
+    except (OSError, ValueError):
+        return None
+
+
+def write(params, check_mode):
+    """Build the tree for ``params`` (ARGUMENT_SPEC's keys, validated) and rename it into place
+    unless ``check_mode``. Returns (result, failure): the task's result, and a message where the
+    tree could not be written (the previous tree, if any, is then intact)."""
+    dest = params["dest"].rstrip("/")
+    parent = os.path.dirname(dest) or "."
+    staging = os.path.join(parent, f".{os.path.basename(dest)}.staging-{uuid.uuid4().hex[:8]}")
+    try:
+        os.makedirs(staging)
+        nodes = sorted(params["nodes"], key=lambda n: n["rank"])
+        # Nodes unpack side by side: zstd, hashing and the disk release the GIL.
+        with ThreadPoolExecutor(max_workers=max(1, min(len(nodes), UNPACK_THREADS))) as pool:
+            entries = list(pool.map(lambda node: collect_node(node, staging), nodes))
+        manifest = build_manifest(params, entries)
+        changed = current_manifest(dest) != manifest
+        if changed and not check_mode:
+            with open(os.path.join(staging, "manifest.json"), "w") as handle:
+                json.dump(manifest, handle, indent=2, sort_keys=True)
+                handle.write("\n")
+            old = None
+            if os.path.exists(dest):
+                old = f"{staging}.old"
+                os.rename(dest, old)
+            os.rename(staging, dest)
+            if old:
+                shutil.rmtree(old, ignore_errors=True)
+    except OSError as exc:
+        shutil.rmtree(staging, ignore_errors=True)
+        hint = "no space left on the controller" if exc.errno == errno.ENOSPC else exc.strerror
+        return {"changed": False}, f"cannot write {dest}: {hint} ({exc.filename}); the previous tree, if any, is intact"
+    shutil.rmtree(staging, ignore_errors=True)
+    result = {
+        "changed": changed,
+        "manifest": manifest,
+        "missing_ranks": manifest["missing_ranks"],
+        "unreachable_nodes": manifest["unreachable_nodes"],
+        "files": sum(len(e["files"]) for e in entries),
+    }
+    return result, None

@@ -1,0 +1,55 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""module_utils/trace_analysis/_combined.py: the manifest's arithmetic, and a tree that cannot be written.
+(The whole path on real packed and streamed files: modules/test_trace_pack.py.)"""
+
+from __future__ import annotations
+
+from ansible_collections.aorta.cluster.plugins.module_utils.trace_analysis import _combined
+
+
+def entry(rank, name, files, state="ok", error=None):
+    return {"rank": rank, "name": name, "state": state, "error": error, "collected": error is None, "files": files}
+
+
+def test_the_manifest_counts_ranks_once_and_names_the_nodes_not_collected():
+    tensorboard = "tb/host_1.1.pt.trace.json"
+    chrome = "tb/rank0_trace.json"
+    entries = [
+        entry(
+            0,
+            "a",
+            [
+                {"path": chrome, "ranks": [0]},
+                {"path": tensorboard, "ranks": [0]},  # Aorta's TensorBoard copy of the same window
+                {"path": "extra/rank1.json", "ranks": [1]},
+                {"path": "again/rank1.json", "ranks": [1]},
+            ],
+        ),
+        entry(1, "b", [], state="unreachable", error="unreachable: ssh timed out"),
+        entry(2, "c", [], error="pull failed: reset"),
+    ]
+    manifest = _combined.build_manifest({"run_id": "r1", "expected_ranks": 6}, entries)
+    assert manifest["found_ranks"] == [0, 1] and manifest["missing_ranks"] == [2, 3, 4, 5]
+    assert manifest["ranks_in_several_files"] == {"1": ["node_0/extra/rank1.json", "node_0/again/rank1.json"]}
+    assert manifest["unreachable_nodes"] == ["b"] and manifest["nodes_not_collected"] == ["b", "c"]
+
+
+def test_a_tree_that_cannot_be_written_is_one_message_and_the_old_one_stays(tmp_path):
+    dest = tmp_path / "combined_traces"
+    params = {"dest": str(dest), "run_id": "r1", "expected_ranks": 0, "nodes": []}
+    assert _combined.write(params, check_mode=False)[1] is None
+    blocked = dict(params, dest=str(tmp_path / "a-file" / "combined_traces"), run_id="r2")
+    (tmp_path / "a-file").write_text("not a directory")
+    result, failure = _combined.write(blocked, check_mode=False)
+    assert result == {"changed": False} and failure.startswith(f"cannot write {blocked['dest']}: ")
+    assert failure.endswith("the previous tree, if any, is intact")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a-file", "combined_traces"]
+
+
+def test_a_node_that_wrote_nothing_new_is_an_empty_verified_set(tmp_path):
+    params = {"dest": str(tmp_path / "combined_traces"), "run_id": "r1", "expected_ranks": 0, "nodes": []}
+    params["nodes"] = [{"rank": 0, "name": "a", "state": "ok", "files": []}]
+    result, failure = _combined.write(params, check_mode=False)
+    assert failure is None and result["changed"] is True and result["files"] == 0
+    assert result["manifest"]["nodes"][0]["collected"] is True
+    assert _combined.write(params, check_mode=False)[0]["changed"] is False  # the same inputs change nothing

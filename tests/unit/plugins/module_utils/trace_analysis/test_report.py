@@ -1,0 +1,223 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""The report's own parts: the notes on what the controller's Python lacks (fast decoding)."""
+
+from __future__ import annotations
+
+import gzip
+import json
+
+import pytest
+
+from ansible_collections.aorta.cluster.plugins.module_utils.trace_analysis import _decode, _render, _report
+
+
+def test_a_python_without_msgspec_is_said_in_the_report(tmp_path, monkeypatch):
+    monkeypatch.setattr(_decode, "msgspec", None)
+    tools = _report.tool_notes()
+    assert tools["fast_decoder"] is False
+    report = _report.build_report(str(tmp_path))
+    report["tools"] = tools
+    html = _render.render_html(report)
+    assert "slow decoding: msgspec" in html and "matplotlib" not in html
+
+
+@pytest.mark.parametrize(("prefix", "world"), [("dlrm-rank", 8), ("sampled-rank", 128)])
+def test_each_multi_rank_set_is_ranked_from_its_distributed_info(tmp_path, fixtures_dir, prefix, world):
+    """The files are renamed so that their names disagree with their ranks: the rank is the trace's own."""
+    sources = sorted((fixtures_dir / "traces" / "set2").glob(f"{prefix}*.json.gz"))
+    folder = tmp_path / "traces"
+    folder.mkdir()
+    for i, source in enumerate(reversed(sources)):
+        (folder / f"trace-{i}.json.gz").write_bytes(source.read_bytes())
+    report = _report.build_report(str(folder))
+    ranks = {row["rank"]: row["file"] for row in report["per_rank_summary"]}
+    own = {}
+    for i, source in enumerate(reversed(sources)):
+        info = json.loads(gzip.decompress(source.read_bytes()))["distributedInfo"]
+        assert info["world_size"] == world
+        own[info["rank"]] = f"trace-{i}.json.gz"
+    assert ranks == own and len(ranks) == len(sources)
+    assert report["missing_ranks"] == [r for r in range(world) if r not in own]
+
+
+def _task(traces_dir, **extra):
+    params = {name: spec.get("default") for name, spec in _report.TASK_ARGUMENT_SPEC.items()}
+    params.update(traces_dir=str(traces_dir), report_dir=str(traces_dir), **extra)
+    return _report.run_task(params)
+
+
+def test_an_empty_folder_or_one_without_a_trace_fails_with_one_line_naming_it(tmp_path):
+    (tmp_path / "empty").mkdir()
+    result, failure = _task(tmp_path / "empty")
+    assert failure == f"aorta_traces_dir: no trace found in {tmp_path / 'empty'} (no *.json or *.json.gz file)"
+    assert not (tmp_path / "empty" / "report.html").exists()
+    (tmp_path / "other").mkdir()
+    (tmp_path / "other" / "rank0.json").write_text('{"a": 1}')
+    result, failure = _task(tmp_path / "other")
+    assert failure.startswith(f"aorta_traces_dir: no trace found in {tmp_path / 'other'} (1 JSON file(s) that are")
+    assert result["skipped_files"][0]["file"] == str(tmp_path / "other" / "rank0.json")
+
+
+def test_after_a_run_without_traces_the_report_still_says_why_it_stopped(tmp_path):
+    (tmp_path / "t").mkdir()
+    result, failure = _task(tmp_path / "t", diagnosis={"summary": "TIMEOUT: rank 3 behind", "kind": "hang"})
+    assert failure == ""
+    assert "no trace found" in (tmp_path / "t" / "report.html").read_text()
+    assert result["status"] == "failed"
+
+
+def test_a_json_without_trace_events_is_skipped_and_named_not_taken_for_a_rank(tmp_path, combined_tree):
+    root = combined_tree(tmp_path, [50, 50, 50, 50], bad_file=False)
+    (root / "node_0" / "notes.json").write_text('{"a": 1}')
+    report = _report.build_report(str(root))
+    assert [r["rank"] for r in report["per_rank_summary"]] == [0, 1, 2, 3]
+    assert report["skipped_files"] == [
+        {
+            "file": str(root / "node_0" / "notes.json"),
+            "reason": f"{root / 'node_0' / 'notes.json'}: not a profiler trace (no traceEvents), skipped",
+        }
+    ]
+    assert report["errors"] == [] and report["status"] == "completed"
+
+
+def test_traces_of_two_runs_are_warned_naming_both_world_sizes_and_missing_ranks_read_as_ranges(
+    tmp_path, combined_tree
+):
+    root = combined_tree(tmp_path, [50, 50, 50, 50], bad_file=False)
+    other = combined_tree(tmp_path / "b", [50] * 300, ranks_per_node=150, bad_file=False, drop=range(2, 300))
+    for path in other.rglob("trace.json.gz"):
+        target = root / "node_9" / path.relative_to(other / path.relative_to(other).parts[0])
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(path.read_bytes())
+    report = _report.build_report(str(root))
+    assert report["warnings"] == ["traces of more than one run: world size 4 (4 traces) and 300 (2 traces)"]
+    assert report["missing_ranks"] == list(range(4, 300))
+    html = _render.render_html(report)
+    assert "Warning: traces of more than one run: world size 4 (4 traces) and 300 (2 traces)" in html
+    assert "Missing ranks: 4-299" in html
+
+
+def test_aortas_pair_is_analysed_once_and_said_once(tmp_path, combined_tree):
+    """profiling.tensorboard and chrome_trace both on: each rank directory holds the same window as
+    <host>_<pid>.<ns>.pt.trace.json and trace.json. Each rank counts once; the copy is not analysed."""
+    root = combined_tree(tmp_path, [50, 50, 50, 50], bad_file=False)
+    for trace in sorted(root.rglob("trace.json.gz")):
+        (trace.parent / f"host-a_{4000 + len(trace.parent.name)}.1758927066581847260.pt.trace.json").write_bytes(
+            gzip.decompress(trace.read_bytes())
+        )
+    report = _report.build_report(str(root), max_workers=1)
+    assert [r["rank"] for r in report["per_rank_summary"]] == [0, 1, 2, 3]
+    assert all(r["file"].endswith("trace.json.gz") for r in report["per_rank_summary"])
+    assert len(report["paired_files"]) == 4 and report["duplicate_rank_files"] == []
+    assert report["errors"] == [] and report["status"] == "completed"
+    html = _render.render_html(report)
+    assert html.count("written twice by Aorta") == 1 and "4 rank profile(s)" in html
+
+
+def test_collective_bandwidths_are_nccl_tests_formulas_on_a_real_nccl_trace(tmp_path, fixtures_dir):
+    """From the raw events, by hand: per (collective, bytes, group) the mean kernel time, algbw =
+    size / time, busbw = algbw x 2(n-1)/n for all_reduce and x 1 for broadcast (nccl-tests)."""
+    source = fixtures_dir / "traces" / "nccl" / "nccl-data.json.gz"
+    (tmp_path / "t").mkdir()
+    (tmp_path / "t" / "trace.json.gz").write_bytes(source.read_bytes())
+    report = _report.build_report(str(tmp_path / "t"), include_unlinked_kernels=True)
+    events = json.loads(gzip.decompress(source.read_bytes()))["traceEvents"]
+    sizes = {"Float": 4, "Long": 8}
+    expected: dict = {}
+    for e in events:
+        if e.get("cat") == "kernel" and "nccl" in e.get("name", "").lower():
+            a = e["args"]
+            key = (a["Collective name"], max(a["In msg nelems"], a["Out msg nelems"]) * sizes[a["dtype"]])
+            calls = expected.setdefault(key, [])
+            calls.append(e["dur"])
+    table = {(r["op"], r["size_bytes"]): r for r in report["collective_table"]}
+    assert set(table) == set(expected)
+    for (op, size), durations in expected.items():
+        mean_s = sum(durations) / len(durations) / 1e6
+        row = table[(op, size)]
+        assert row["count"] == len(durations) and row["group_size"] == 2
+        assert row["algbw_gbps"] == pytest.approx(size / mean_s / 1e9, rel=1e-9)
+        factor = {"allreduce": 2 * (2 - 1) / 2, "broadcast": 1.0}[op]
+        assert row["busbw_gbps"] == pytest.approx(size / mean_s / 1e9 * factor, rel=1e-9)
+    assert _report.bus_factor("all_gather", 8) == pytest.approx(7 / 8)
+    assert _report.bus_factor("_allgather_base", 8) == pytest.approx(7 / 8)
+    assert _report.bus_factor("allreduce", 8) == pytest.approx(2 * 7 / 8)
+    assert _report.bus_factor("reduce_scatter_tensor_coalesced", 4) == pytest.approx(3 / 4)
+    assert _report.bus_factor("mystery", 4) is None and _report.bus_factor("allreduce", None) is None
+    html = _render.render_html(report)
+    assert "id='collectives'" in html and "id='top-kernels'" in html and "id='kernel-categories'" in html
+
+
+def test_top_kernels_sum_every_rank_and_their_shares_add_up(tmp_path, fixtures_dir):
+    source = fixtures_dir / "traces" / "mi300" / "bert-small.json.gz"
+    (tmp_path / "t").mkdir()
+    (tmp_path / "t" / "trace.json.gz").write_bytes(source.read_bytes())
+    report = _report.build_report(str(tmp_path / "t"), include_unlinked_kernels=True)
+    events = json.loads(gzip.decompress(source.read_bytes()))["traceEvents"]
+    totals: dict = {}
+    for e in events:
+        if e.get("cat") in ("kernel", "gpu_memset"):
+            totals.setdefault(e["name"], []).append(e["dur"])
+    first = report["top_kernels"][0]
+    name, durations = max(totals.items(), key=lambda item: sum(item[1]))
+    assert first["name"] == name and first["count"] == len(durations)
+    assert first["total_ms"] == pytest.approx(sum(durations) / 1000.0, rel=1e-6)
+    assert 0 < sum(k["share"] for k in report["top_kernels"]) <= 1.0 + 1e-9
+
+
+def test_the_run_record_opens_the_report_with_its_status_context_and_throughput(tmp_path, combined_tree):
+    root = combined_tree(tmp_path, [50, 50, 80, 81, 50, 50], bad_file=False)
+    record = {
+        "run_id": "20261202T010203-abcdef",
+        "status": "COMPLETED",
+        "message": "all 3 nodes completed",
+        "started_epoch": 1796180000,
+        "finished_epoch": 1796180095,
+        "nodes": [],
+        "context": {
+            "image": "rocm/pytorch:latest",
+            "image_id": "sha256:1234",
+            "base_config": "config/distributed.yaml",
+            "overrides": {"training.max_steps": 6},
+            "nodes": 3,
+            "gpus_per_node": 2,
+            "settings": {"batch_size": 8, "sequence_length": 128, "note": ""},
+        },
+    }
+    (tmp_path / "run.json").write_text(json.dumps(record))
+    result, failure = _task(root)
+    assert failure == "", failure
+    run = result["run"]
+    assert run["status"] == "COMPLETED" and run["duration_seconds"] == 95
+    step_s = result["performance"]["avg_step_time_ms"] / 1000.0
+    assert run["samples_per_second"] == pytest.approx(8 * 6 / step_s)
+    assert run["tokens_per_second"] == pytest.approx(8 * 6 / step_s * 128)
+    report = json.loads((root / "aorta_benchmark_report.json").read_text())
+    assert report["duration_seconds"] == 95
+    html = (root / "report.html").read_text()
+    opening = [html.index(f"id='{key}'") for key in ("run-status", "run-id", "run-time", "run-size", "throughput")]
+    opening.append(html.index("id='finding'"))
+    assert opening == sorted(opening) and max(opening) < html.index("id='headline'")
+    assert "slow node gpu-b" in html[: html.index("id='headline'")]
+    assert "samples/s" in html and "tokens/s" in html
+    assert "id='run-excluded'" not in html and "id='run-drift'" not in html  # only when there are any
+
+    record["excluded"] = [
+        {"name": "gpu-c", "reasons": ["preflight[health]: gpu-c: 1 uncorrectable ECC error(s) on GPU 3"]}
+    ]
+    record["drift"] = [{"field": "amdgpu", "label": "amdgpu driver", "count": 1, "of": 3}]
+    (tmp_path / "run.json").write_text(json.dumps(record))
+    result, failure = _task(root)
+    assert result["run"]["excluded"] == [
+        {"name": "gpu-c", "reason": "preflight[health]: gpu-c: 1 uncorrectable ECC error(s) on GPU 3"}
+    ]
+    html = (root / "report.html").read_text()
+    assert html.index("id='run-excluded'") < html.index("id='run-size'")
+    assert "amdgpu driver: 1 of 3 nodes differ" in html[: html.index("id='headline'")]
+
+
+def test_a_bare_folder_says_it_has_no_run_record(tmp_path, combined_tree):
+    root = combined_tree(tmp_path / "x", [50, 50], bad_file=False)
+    result, failure = _task(root)
+    assert failure == "" and result["run"]["record"] is None
+    assert "no run record" in (root / "report.html").read_text()

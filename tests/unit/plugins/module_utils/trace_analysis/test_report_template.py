@@ -1,0 +1,58 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""report.html's template: autoescaped, strict about what it is given, well-formed markup."""
+
+from __future__ import annotations
+
+import html.parser
+
+import jinja2
+import pytest
+
+from ansible_collections.aorta.cluster.plugins.module_utils.trace_analysis import _render, _report, _report_template
+
+
+class Tags(html.parser.HTMLParser):
+    """Every element opened and closed, so that a template slip (an unclosed table) shows."""
+
+    VOID = frozenset({"meta", "br", "img", "rect", "line", "input"})
+
+    def __init__(self):
+        super().__init__()
+        self.open: list = []
+        self.ids: list = []
+
+    def handle_starttag(self, tag, attrs):
+        self.ids += [v for k, v in attrs if k == "id"]
+        if tag not in self.VOID:
+            self.open.append(tag)
+
+    def handle_startendtag(self, tag, attrs):
+        self.ids += [v for k, v in attrs if k == "id"]
+
+    def handle_endtag(self, tag):
+        if tag in self.VOID:
+            return
+        assert self.open and self.open[-1] == tag, (tag, self.open[-5:])
+        self.open.pop()
+
+
+def test_a_name_with_markup_stays_text_everywhere_on_the_page(tmp_path, combined_tree):
+    report = _report.build_report(str(combined_tree(tmp_path, [50, 50, 80, 50], bad_file=False)))
+    evil = "<script>alert(1)</script>"
+    for r in report["per_rank_summary"]:
+        r["node"] = evil + r["node"]
+    report["warnings"] = ["a warning with <b>markup</b> & an ampersand"]
+    page = _render.render_html(report)
+    assert "<script>" not in page and "&lt;script&gt;alert(1)&lt;/script&gt;" in page
+    assert "a warning with &lt;b&gt;markup&lt;/b&gt; &amp; an ampersand" in page
+    parser = Tags()
+    parser.feed(page)
+    assert parser.open == []  # everything opened was closed, in order
+    assert len(parser.ids) == len(set(parser.ids))  # ids are unique: a test or a link can find each
+
+
+def test_the_template_compiles_with_autoescape_and_refuses_a_missing_value():
+    env = _render.template().environment
+    assert env.autoescape is True
+    with pytest.raises(jinja2.UndefinedError):
+        env.from_string(_report_template.PAGE).render({})
