@@ -151,19 +151,19 @@ def test_a_nodes_wait_reads_until_its_supervisor_finishes_and_keeps_no_aggregate
 
 
 def test_a_status_never_written_past_the_bound_is_said_and_a_half_written_one_is_not_a_status():
-    out, _ = node_wait([MISSING] * 20)
+    out, _calls = node_wait([MISSING] * 20)
     assert out["lost"] == "the supervisor never wrote its status" and out["status"] is None
     assert out["polls"] * 15 > _time_bounds.NEVER_STARTED_S >= (out["polls"] - 1) * 15
     half = {"rc": 0, "stdout": f"\n{_watch.MARK}\n" + '{"state": "runn'}
-    out, _ = node_wait([status_out(state="running"), half, status_out(state="finished", finished=True)])
+    out, _calls = node_wait([status_out(state="running"), half, status_out(state="finished", finished=True)])
     assert out["finished"] is True and out["polls"] == 3
 
 
 def test_a_node_unreachable_for_one_read_is_read_again_and_three_in_a_row_is_data():
     blip = [status_out(state="running"), _watch.Unreachable("reset"), status_out(finished=True)]
-    out, _ = node_wait(blip)
+    out, _calls = node_wait(blip)
     assert out["finished"] is True and "node_unreachable" not in out
-    out, _ = node_wait([status_out(state="running")] + [_watch.Unreachable("no route to host")] * 3)
+    out, _calls = node_wait([status_out(state="running")] + [_watch.Unreachable("no route to host")] * 3)
     assert out["node_unreachable"] is True and out["finished"] is False and out["msg"] == "no route to host"
     assert out["status"] == {"state": "running"} and out["polls"] == 4 and "lost" not in out
 
@@ -176,7 +176,7 @@ def test_a_node_the_head_named_silent_is_not_asked_again():
 
 
 def test_a_supervisor_that_does_not_finish_in_time_is_said_with_its_last_status():
-    out, _ = node_wait([status_out(state="running", left_s=n) for n in range(10)], timeout_s=60)
+    out, _calls = node_wait([status_out(state="running", left_s=n) for n in range(10)], timeout_s=60)
     assert out["lost"] == "the supervisor did not finish in time" and out["finished"] is False
     assert out["status"]["left_s"] == 4 and out["polls"] == 5  # 5 reads of 15 s each passed 60 s
 
