@@ -12,7 +12,9 @@ from pathlib import Path
 
 import pytest
 import standin  # tests/standin, put on sys.path by conftest
-from test_packaging import artifact, outside_env, run  # noqa: F401  # pylint: disable=unused-import (a fixture)
+
+# artifact: test_packaging's fixture, built once for this module too.
+from test_packaging import artifact, outside_env, run  # noqa: F401  # pylint: disable=unused-import
 
 REPO = Path(__file__).resolve().parents[2]
 LEASE = "/var/tmp/aorta-cluster/node.lease"  # aorta_lease_dir's default, node_lease's file
