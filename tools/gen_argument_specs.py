@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import re
+import subprocess
 import sys
 from pathlib import Path
 
@@ -207,7 +208,8 @@ are not read at run time.
 
 USER: every name users may set or the run sets (the check of misspelt aorta_* names);
 READ_BY: the names each role's step reads itself (its action plugin, in the node's worker);
-CVS_KEYS: a CVS aorta_benchmark.yaml key (dotted under its block) -> the variable it sets.
+CVS_KEYS: a CVS aorta_benchmark.yaml key (dotted under its block) -> the variable it sets;
+DEFAULTS: each variable's default, for the controller's own fallbacks (templated ones left out).
 \"\"\"
 
 from __future__ import annotations
@@ -229,8 +231,20 @@ def render_vocabulary(registry: dict) -> str:
         body += f'    "{role}": {_tuple(read)},\n'
     body += "}\n\nCVS_KEYS = {\n"
     cvs = sorted((spec["cvs"], name) for name, spec in registry["variables"].items() if spec.get("cvs"))
-    body += "".join(f'    "{key}": "{name}",\n' for key, name in cvs) + "}\n"
-    return VOCABULARY_HEADER + body
+    body += "".join(f'    "{key}": "{name}",\n' for key, name in cvs) + "}\n\nDEFAULTS = {\n"
+    for name, spec in sorted(registry["variables"].items()):
+        if not _templated(spec["default"]):
+            body += f"    {name!r}: {spec['default']!r},\n"
+    return _ruff_formatted(VOCABULARY_HEADER + body + "}\n")
+
+
+def _ruff_formatted(source: str) -> str:
+    """``source`` as ``ruff format`` leaves it (make test checks both), so that --check agrees."""
+    done = subprocess.run(
+        [sys.executable, "-m", "ruff", "format", "--stdin-filename", "_vocabulary.py", "-"],
+        input=source, capture_output=True, text=True, check=True, cwd=ROOT,
+    )  # fmt: skip
+    return done.stdout
 
 
 DEFAULTS_HEADER = f"""\

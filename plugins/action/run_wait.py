@@ -17,6 +17,7 @@ from ansible.utils.display import Display
 
 from ansible_collections.aorta.cluster.plugins.plugin_utils import _watch
 from ansible_collections.aorta.cluster.plugins.plugin_utils._progress import named_silent
+from ansible_collections.aorta.cluster.plugins.plugin_utils._vocabulary import DEFAULTS
 
 display = Display()
 
@@ -49,7 +50,7 @@ class ActionModule(ActionBase):
 
     def wait(self, args: Any, task_vars: dict[str, Any] | None) -> dict[str, Any]:
         """Poll the node's status file until its supervisor finishes (one read when it already has)."""
-        poll = max(1, int(args.get("poll_seconds") or 15))
+        poll = max(1, int(args.get("poll_seconds") or DEFAULTS["aorta_poll_seconds"]))
         progress_dir = str(args["progress_dir"]) if args.get("progress_dir") else None
         node = str((task_vars or {}).get("inventory_hostname", "node"))
         total_steps = int(args["total_steps"]) if args.get("total_steps") else None

@@ -14,6 +14,7 @@ from ansible.plugins.action import ActionBase
 from ansible.utils.display import Display
 
 from ansible_collections.aorta.cluster.plugins.plugin_utils import _watch
+from ansible_collections.aorta.cluster.plugins.plugin_utils._vocabulary import DEFAULTS
 
 display = Display()
 
@@ -37,7 +38,7 @@ class ActionModule(ActionBase):
     def run(self, tmp: Any = None, task_vars: dict[str, Any] | None = None) -> dict[str, Any]:
         result = super().run(tmp, task_vars)
         args = self._task.args
-        poll = max(1, int(args.get("poll_seconds") or 15))
+        poll = max(1, int(args.get("poll_seconds") or DEFAULTS["aorta_poll_seconds"]))
         command = _watch.long_poll_command(str(args["status_path"]), str(args["aggregate_path"]), poll)
         head = str(args.get("head") or (task_vars or {}).get("inventory_hostname", "head"))
         progress_dir = str(args["progress_dir"]) if args.get("progress_dir") else None

@@ -12,11 +12,13 @@ from collections.abc import Mapping
 from typing import Any
 
 from ansible_collections.aorta.cluster.plugins.plugin_utils._launch import LaunchError
+from ansible_collections.aorta.cluster.plugins.plugin_utils._vocabulary import DEFAULTS
 
 # What ROCm training needs without --privileged: GPU devices, the kernel-fusion driver's memory
 # locking and a big stack, ptrace for profilers, IPC_LOCK for RDMA registration.
 DEFAULT_CAPS = ("SYS_PTRACE", "IPC_LOCK")
-DEFAULT_ULIMITS = ("memlock=-1:-1", "stack=67108864:67108864")
+# aorta_docker_ulimits' default (ROCm wants unlimited memlock and a 64 MiB stack), from the vocabulary.
+DEFAULT_ULIMITS = tuple(DEFAULTS["aorta_docker_ulimits"])
 
 
 def docker_run_argv(spec: Mapping[str, Any]) -> list[str]:

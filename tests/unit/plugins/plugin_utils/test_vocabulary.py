@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import yaml
 
-from ansible_collections.aorta.cluster.plugins.plugin_utils._vocabulary import CVS_KEYS, READ_BY, USER
+from ansible_collections.aorta.cluster.plugins.plugin_utils._vocabulary import CVS_KEYS, DEFAULTS, READ_BY, USER
 
 
 def _source(repo) -> dict:
@@ -32,3 +32,11 @@ def test_each_cvs_key_sets_the_variable_that_names_it(repo):
     variables = _source(repo)["variables"]
     assert {spec["cvs"]: name for name, spec in variables.items() if spec.get("cvs")} == CVS_KEYS
     assert CVS_KEYS["docker.image"] == "aorta_docker_image" and CVS_KEYS["gpus_per_node"] == "aorta_gpus_per_node"
+
+
+def test_each_default_is_the_one_the_yaml_gives_and_the_defaults_role_holds(repo):
+    variables = _source(repo)["variables"]
+    role = yaml.safe_load((repo / "roles" / "defaults" / "defaults" / "main.yml").read_text())
+    plain = {name: spec["default"] for name, spec in variables.items() if "{{" not in str(spec["default"])}
+    assert plain == DEFAULTS
+    assert all(role[name] == value for name, value in DEFAULTS.items())
