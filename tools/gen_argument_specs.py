@@ -214,6 +214,8 @@ DEFAULTS: each variable's default, for the controller's own fallbacks (templated
 
 from __future__ import annotations
 
+from typing import Any
+
 """
 
 
@@ -231,7 +233,7 @@ def render_vocabulary(registry: dict) -> str:
         body += f'    "{role}": {_tuple(read)},\n'
     body += "}\n\nCVS_KEYS = {\n"
     cvs = sorted((spec["cvs"], name) for name, spec in registry["variables"].items() if spec.get("cvs"))
-    body += "".join(f'    "{key}": "{name}",\n' for key, name in cvs) + "}\n\nDEFAULTS = {\n"
+    body += "".join(f'    "{key}": "{name}",\n' for key, name in cvs) + "}\n\nDEFAULTS: dict[str, Any] = {\n"
     for name, spec in sorted(registry["variables"].items()):
         if not _templated(spec["default"]):
             body += f"    {name!r}: {spec['default']!r},\n"

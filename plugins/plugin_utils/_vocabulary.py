@@ -13,6 +13,8 @@ DEFAULTS: each variable's default, for the controller's own fallbacks (templated
 
 from __future__ import annotations
 
+from typing import Any
+
 USER = frozenset(
     {
         "aorta_base_config",
@@ -272,7 +274,7 @@ CVS_KEYS = {
     "training_overrides": "aorta_training_overrides",
 }
 
-DEFAULTS = {
+DEFAULTS: dict[str, Any] = {
     "aorta_base_config": "config/distributed.yaml",
     "aorta_baseline": "",
     "aorta_baseline_tolerance": 0.05,
