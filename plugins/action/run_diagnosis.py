@@ -10,7 +10,7 @@ from typing import Any
 
 from ansible.plugins.action import ActionBase
 
-from ansible_collections.aorta.cluster.plugins.plugin_utils._diagnosis import diagnose_run
+from ansible_collections.aorta.cluster.plugins.plugin_utils import _record
 
 
 class ActionModule(ActionBase):
@@ -27,18 +27,7 @@ class ActionModule(ActionBase):
                 "nproc_per_node": {"type": "int", "required": True},
             }
         )[1]
-        try:
-            diagnosis = diagnose_run(args["results_dir"], args["status"], args["nodes"], max(1, args["nproc_per_node"]))
-        except Exception as exc:  # the diagnosis informs; a bug in it must not cost the run its run.json
-            diagnosis = {
-                "kind": "none",
-                "behind": [],
-                "waiting": "",
-                "method": "undetermined",
-                "evidence": [],
-                "node_errors": [],
-                "problems": [f"the diagnosis itself failed: {type(exc).__name__}: {exc}"],
-                "summary": f"{args['status']}: no diagnosis ({type(exc).__name__}: {exc})",
-            }
+        # The same fallback as run_record's: a bug in the diagnosis must not cost the run its run.json.
+        diagnosis = _record.diagnosis(args["results_dir"], args["status"], args["nodes"], args["nproc_per_node"])
         result.update(changed=False, diagnosis=diagnosis, msg=diagnosis["summary"])
         return result

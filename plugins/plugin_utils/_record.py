@@ -162,14 +162,14 @@ def node_rows(hostvars: Mapping[str, Any], groups: Mapping[str, Any] | None) -> 
 def setup_failures(rows: Sequence[Mapping[str, Any]], hostvars: Mapping[str, Any]) -> tuple[list, list]:
     """([what stopped each row's node's setup], [whether by its own task]) from the launch play's
     rescue (its failed task and result, kept per node); '' and False where setup did not stop."""
-    found = [
-        node_setup_failure(
-            str(row.get("name")),
-            _vars(hostvars, row.get("name")).get("aorta_node_setup_task"),
-            _vars(hostvars, row.get("name")).get("aorta_node_setup_result"),
+    found = []
+    for row in rows:
+        values = _vars(hostvars, row.get("name"))
+        found.append(
+            node_setup_failure(
+                str(row.get("name")), values.get("aorta_node_setup_task"), values.get("aorta_node_setup_result")
+            )
         )
-        for row in rows
-    ]
     return [message for message, _own in found], [own for _message, own in found]
 
 

@@ -12,6 +12,8 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from ansible.module_utils.parsing.convert_bool import boolean
+
 STATES = ("ok", "failed", "timeout", "unreachable", "not_started", "excluded")
 # Below this much free space the output directory's file system counts as full: a profiler that
 # meets it loses its trace and may still exit 0 (Kineto logs "Failed to write to log file!").
@@ -81,7 +83,7 @@ def node_setup_failure(node: str, task: Any, result: Any) -> tuple[str, bool]:
     result = result if isinstance(result, Mapping) else {}
     if not task:
         return "", False
-    own = boolean_of(result.get("own", True))
+    own = boolean(result.get("own", True), strict=False)
     if not result.get("failed"):
         return "", own
     message = f"{node}: {task}: {result.get('msg', 'failed')}"
@@ -89,11 +91,6 @@ def node_setup_failure(node: str, task: Any, result: Any) -> tuple[str, bool]:
     if stderr:
         message += f" (rc {result.get('rc')}): " + " | ".join(stderr[-3:])
     return message, own
-
-
-def boolean_of(value: Any) -> bool:
-    """Jinja's ``| bool`` on a result's flag: true, 'yes', 1 and the like."""
-    return str(value).strip().lower() in ("true", "yes", "on", "1", "y", "t")
 
 
 def setup_failure(names: Sequence[str], messages: Sequence[Any], own: Sequence[Any]) -> dict[str, Any]:
