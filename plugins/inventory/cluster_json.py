@@ -23,8 +23,9 @@ description:
     zero hosts.
   - "Host variables: C(ansible_host) (the node key, the SSH or management address), C(ansible_user),
     C(ansible_ssh_private_key_file) or C(ansible_password) (unless O(connection_vars=false)),
-    C(aorta_node_rank), C(aorta_mgmt_ip), C(aorta_vpc_ip) (fabric address; the key when absent or
-    C(NA)), C(aorta_bmc_ip), C(aorta_rack_id), and every other key of the node entry."
+    C(aorta_node_rank), C(aorta_mgmt_ip), C(aorta_vpc_ip) (fabric address; the key when no node of the
+    file has a C(vpc_ip), with one warning saying so), C(aorta_bmc_ip), C(aorta_rack_id), and every other
+    key of the node entry."
   - "Groups: C(aorta_nodes) (all, in rank order), C(aorta_head) (rank 0), C(aorta_workers) (the rest).
     Variables of group C(aorta_nodes): C(aorta_cluster_env) (the file's C(env_vars)),
     C(aorta_cluster_orchestrator), C(aorta_cluster_container), C(aorta_cluster_file), C(aorta_cluster_nodes)
@@ -32,8 +33,8 @@ description:
   - C({user-id}) is replaced like CVS does, by the controller's C($USER), C($LOGNAME), C($USERNAME), else C(root).
   - "Invalid files fail with one line naming the file and the key: not JSON, empty or missing
     C(node_dict), a key given twice, C(<changeme>) or a template placeholder left in, neither key nor
-    password, duplicate management or fabric addresses, C(head_node_dict.mgmt_ip) not among the nodes,
-    wrong types."
+    password, duplicate management or fabric addresses, C(vpc_ip) on some nodes but not on others (absent,
+    empty or C(NA)), C(head_node_dict.mgmt_ip) not among the nodes, wrong types."
   - The C(racks) block (it holds switch credentials) is never turned into variables.
 extends_documentation_fragment:
   - ansible.builtin.constructed
@@ -165,6 +166,10 @@ class InventoryModule(BaseInventoryPlugin, Constructable, Cacheable):
                 raise ClusterFileRejected(str(exc)) from None
             if self.get_option("cache"):
                 self._cache[cache_key] = cluster
+        # What the file leaves to a default (no node has a vpc_ip): one warning per file, on stderr
+        # (ansible-inventory --list keeps stdout for its JSON); Ansible shows a repeated one once.
+        for note in cluster.notes:
+            self.display.warning(note)
         self._populate(cluster)
 
     def _populate(self, cluster):

@@ -60,6 +60,7 @@ import os
 
 from ansible.errors import AnsibleLookupError
 from ansible.plugins.lookup import LookupBase
+from ansible.utils.display import Display
 from ansible.utils.unsafe_proxy import wrap_var
 
 from ansible_collections.aorta.cluster.plugins.plugin_utils import _cluster_file
@@ -77,6 +78,8 @@ class LookupModule(LookupBase):
                 cluster = _cluster_file.read(path)
             except _cluster_file.ClusterFileError as exc:
                 raise AnsibleLookupError(str(exc)) from None
+            for note in cluster.notes:  # once per note: Ansible shows a repeated warning once
+                Display().warning(note)
             shared = _cluster_file.group_vars(cluster)
             for record in _cluster_file.host_records(cluster, self.get_option("connection_vars")):
                 record["vars"] = {**record["vars"], **shared}

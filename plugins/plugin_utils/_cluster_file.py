@@ -26,6 +26,8 @@ USER_ID = "{user-id}"
 # shell syntax, not a placeholder, and is left alone.
 _PLACEHOLDER = re.compile(r"(?<!\$)\{[^{}\s\"']+\}")
 _NOT_SET = ("", "NA", "N/A", "na", "n/a", None)
+# How many node names a message lists before "and N more": one line, whatever the node count.
+_NAMES_SHOWN = 5
 # Keys a node entry may not set: they would silently rewire the connection or our own host vars.
 _RESERVED_PREFIXES = ("ansible_", "aorta_")
 # Top-level blocks that may hold credentials (CVS's racks, with switch passwords) never become
@@ -67,6 +69,8 @@ class Cluster:
     env_vars: dict[str, Any] = field(default_factory=dict)
     orchestrator: str = "baremetal"
     container: dict[str, Any] | None = None
+    # Lines worth telling the user once per file (never errors), e.g. that no node has a vpc_ip.
+    notes: list[str] = field(default_factory=list)
 
     @property
     def head(self) -> Node:
@@ -223,6 +227,7 @@ def parse(data: dict[str, Any], path: str, user: str | None = None) -> Cluster:
     user = controller_user() if user is None else user
     username, priv_key_file, password = _credentials(data, path)
     nodes = _nodes(data["node_dict"], path)
+    notes = _fabric_notes(data["node_dict"], path)
     head_mgmt_ip = _head_mgmt_ip(data, path, nodes)
     env_vars, orchestrator, container = _blocks(data, path)
 
@@ -248,6 +253,7 @@ def parse(data: dict[str, Any], path: str, user: str | None = None) -> Cluster:
         env_vars=resolved["env_vars"],
         orchestrator=orchestrator,
         container=resolved["container"],
+        notes=notes,
     )
 
 
@@ -301,14 +307,18 @@ def _node(path: str, rank: int, name: str, entry: Any, seen_mgmt: dict[str, str]
     if vpc_ip is not None:
         _require_str(path, f"{key}.vpc_ip", vpc_ip, allow_empty=True)
         _check_placeholder(path, f"{key}.vpc_ip", vpc_ip)
-    fabric = name if vpc_ip in _NOT_SET else vpc_ip.strip()
-    if fabric.lower() in seen_fabric:
-        raise ClusterFileError(
-            path,
-            f"{key}.vpc_ip",
-            f"fabric address {fabric} is also used by node_dict.{seen_fabric[fabric.lower()]}",
-        )
-    seen_fabric[fabric.lower()] = name
+    fabric = name
+    # A node without one (absent, null, "" or NA) gets its key, and only when no node has one
+    # (_fabric_notes refuses a mix): its key was checked against the others' keys above.
+    if _has_vpc_ip(entry):
+        fabric = str(vpc_ip).strip()
+        if fabric.lower() in seen_fabric:
+            raise ClusterFileError(
+                path,
+                f"{key}.vpc_ip",
+                f"fabric address {fabric} is also used by node_dict.{seen_fabric[fabric.lower()]}",
+            )
+        seen_fabric[fabric.lower()] = name
 
     bmc_ip = entry.get("bmc_ip")
     if bmc_ip is not None:
@@ -334,6 +344,38 @@ def _node(path: str, rank: int, name: str, entry: Any, seen_mgmt: dict[str, str]
         rack_id=rack_id,
         extra=extra,
     )
+
+
+def _has_vpc_ip(entry: dict[str, Any]) -> bool:
+    """Whether a node entry gives a fabric address: a ``vpc_ip`` that is not absent, null, blank or NA."""
+    vpc_ip = entry.get("vpc_ip")
+    return isinstance(vpc_ip, str) and vpc_ip.strip() not in _NOT_SET
+
+
+def _names(names: list[str]) -> str:
+    """Up to _NAMES_SHOWN names, then "and N more", so that the line stays short at any node count."""
+    shown = ", ".join(names[:_NAMES_SHOWN])
+    return shown + (f" and {len(names) - _NAMES_SHOWN} more" if len(names) > _NAMES_SHOWN else "")
+
+
+def _fabric_notes(node_dict: dict[str, Any], path: str) -> list[str]:
+    """Refuse a file where some nodes have a ``vpc_ip`` and others not (those would silently send
+    fabric traffic over their management address); when none has one, the note that says so."""
+    missing = [name for name, entry in node_dict.items() if not _has_vpc_ip(entry)]
+    if not missing:
+        return []
+    given = len(node_dict) - len(missing)
+    if given:
+        others = f"the other {given} node has one" if given == 1 else f"the other {given} nodes have one"
+        raise ClusterFileError(
+            path,
+            "node_dict",
+            f"vpc_ip missing on {_names(missing)} ({others}); give every node its fabric address or none",
+        )
+    return [
+        f"{path}: node_dict: no node has a vpc_ip, so the management network (the node_dict keys) carries "
+        "the fabric traffic too (rendezvous and collectives); give every node its vpc_ip to use a separate fabric"
+    ]
 
 
 def _head_mgmt_ip(data: dict[str, Any], path: str, nodes: list[Node]) -> str | None:

@@ -116,7 +116,7 @@ def test_every_unreachable_node_is_named_in_failed_nodes_and_no_reachable_one(st
     names both, in rank order, and never the healthy head that reported them."""
     victim = standin_cluster.nodes[1]
     data = json.loads(standin_cluster.cluster_file(tmp_path, 2).read_text())
-    data["node_dict"]["unresolvable.invalid"] = {"vpc_ip": "NA", "bmc_ip": "NA"}
+    data["node_dict"]["unresolvable.invalid"] = {"vpc_ip": "192.0.2.201", "bmc_ip": "NA"}
     cluster = tmp_path / "three-cluster.json"
     cluster.write_text(json.dumps(data))
     subprocess.run(["docker", "pause", victim["container"]], check=True)
@@ -139,7 +139,7 @@ def test_a_hung_ssh_and_a_refused_one_stop_the_run_before_launch_within_90_s(sta
     a node preflight never reached."""
     victim = standin_cluster.nodes[1]
     data = json.loads(standin_cluster.cluster_file(tmp_path, 2).read_text())
-    data["node_dict"]["127.0.0.2"] = {"vpc_ip": "NA", "bmc_ip": "NA"}
+    data["node_dict"]["127.0.0.2"] = {"vpc_ip": "192.0.2.202", "bmc_ip": "NA"}
     cluster = tmp_path / "refused-cluster.json"
     cluster.write_text(json.dumps(data))
     subprocess.run(["docker", "pause", victim["container"]], check=True)

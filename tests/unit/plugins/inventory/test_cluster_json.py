@@ -27,17 +27,25 @@ CLUSTER = {
     "node_dict": {
         "mgmt-b": {"vpc_ip": "10.0.0.2", "bmc_ip": "NA", "rack_id": "r1", "gpu_sku": "MI300X"},
         "mgmt-a": {"vpc_ip": "10.0.0.1", "rack_id": "r2"},
-        "mgmt-c": {"vpc_ip": "NA"},
+        "mgmt-c": {"vpc_ip": "10.0.0.3"},
     },
 }
 
 
-def run_plugin(path, monkeypatch, user="alice"):
+class Warnings(list):
+    """Stands in for the plugin's Display: keeps what it warns."""
+
+    def warning(self, msg, *args, **kwargs):
+        self.append(msg)
+
+
+def run_plugin(path, monkeypatch, user="alice", warnings=None):
     monkeypatch.setenv("USER", user)
     loader = DataLoader()
     inventory = InventoryData()
     plugin = InventoryModule()
     plugin.templar = Templar(loader=loader)
+    plugin.display = Warnings() if warnings is None else warnings
     assert plugin.verify_file(str(path))
     plugin.parse(inventory, loader, str(path), cache=False)
     return inventory
@@ -67,7 +75,7 @@ def test_hosts_groups_and_vars_follow_node_dict_order(tmp_path, monkeypatch):
     assert head["aorta_bmc_ip"] is None
     assert head["aorta_rack_id"] == "r1"
     assert head["gpu_sku"] == "MI300X"
-    assert hostvars(inventory, "mgmt-c")["aorta_vpc_ip"] == "mgmt-c"
+    assert hostvars(inventory, "mgmt-c")["aorta_vpc_ip"] == "10.0.0.3"
     assert hostvars(inventory, "mgmt-c")["aorta_node_rank"] == 2
     group = inventory.groups["aorta_nodes"].get_vars()
     assert group["aorta_cluster_env"] == {"NCCL_DEBUG": "INFO"}
@@ -170,3 +178,33 @@ def test_values_are_not_templated(tmp_path, monkeypatch):
     loader = DataLoader()
     templar = Templar(loader=loader, variables=hostvars(inventory, "mgmt-b"))
     assert templar.template(trust_as_template("{{ note }}")) == "{{ lookup('pipe', 'id') }}"
+
+
+def test_no_vpc_ip_anywhere_is_one_warning_and_the_keys_carry_the_fabric(tmp_path, monkeypatch):
+    data = dict(CLUSTER, node_dict={f"mgmt-{i}": {"bmc_ip": "NA"} for i in range(1000)})
+    data["node_dict"]["mgmt-1"]["vpc_ip"] = ""
+    path = write(tmp_path, data)
+    warnings = Warnings()
+    inventory = run_plugin(path, monkeypatch, warnings=warnings)
+    assert hostvars(inventory, "mgmt-7")["aorta_vpc_ip"] == "mgmt-7"
+    assert warnings == [
+        f"{path}: node_dict: no node has a vpc_ip, so the management network (the node_dict keys) carries the "
+        "fabric traffic too (rendezvous and collectives); give every node its vpc_ip to use a separate fabric"
+    ]
+    # A file where every node has one: no warning.
+    quiet = Warnings()
+    run_plugin(write(tmp_path, CLUSTER, "other-cluster.json"), monkeypatch, warnings=quiet)
+    assert quiet == []
+
+
+def test_vpc_ip_on_some_nodes_only_is_rejected_in_one_line_naming_them(tmp_path, monkeypatch):
+    data = json.loads(json.dumps(CLUSTER))
+    data["node_dict"]["mgmt-c"]["vpc_ip"] = "NA"
+    data["node_dict"]["mgmt-d"] = {}
+    path = write(tmp_path, data)
+    with pytest.raises(SystemExit) as info:
+        run_plugin(path, monkeypatch)
+    assert str(info.value) == (
+        f"{path}: node_dict: vpc_ip missing on mgmt-c, mgmt-d (the other 2 nodes have one); "
+        "give every node its fabric address or none"
+    )

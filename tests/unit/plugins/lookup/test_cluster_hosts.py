@@ -17,7 +17,7 @@ CLUSTER = {
     "node_dict": {
         "mgmt-b": {"vpc_ip": "10.0.0.2", "rack_id": "r1", "gpu_sku": "MI300X"},
         "mgmt-a": {"vpc_ip": "10.0.0.1"},
-        "mgmt-c": {"vpc_ip": "NA"},
+        "mgmt-c": {"vpc_ip": "10.0.0.3"},
     },
 }
 
@@ -43,7 +43,7 @@ def test_records_in_rank_order_with_groups_and_vars(tmp_path, monkeypatch):
     assert head["aorta_cluster_env"] == {"NCCL_DEBUG": "INFO"}
     assert head["aorta_cluster_file"] == str(path)
     assert records[0]["extra"] == {"gpu_sku": "MI300X"}
-    assert records[2]["vars"]["aorta_vpc_ip"] == "mgmt-c"
+    assert records[2]["vars"]["aorta_vpc_ip"] == "10.0.0.3"
     assert "do-not-leak" not in json.dumps(records)
 
 

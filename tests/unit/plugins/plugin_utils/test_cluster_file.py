@@ -57,11 +57,56 @@ def test_key_order_is_rank_order_even_when_not_sorted():
     assert [n.name for n in cluster.nodes] == ["n07", "n03", "n11", "n01"]
 
 
-@pytest.mark.parametrize("vpc", [None, "", "NA", "n/a"])
-def test_vpc_ip_falls_back_to_the_key(vpc):
-    entry = {} if vpc is None else {"vpc_ip": vpc}
-    cluster = cf.parse(good(node_dict={"h1": entry}, head_node_dict={"mgmt_ip": "h1"}), "c.json", user="u")
-    assert cluster.head.vpc_ip == "h1"
+@pytest.mark.parametrize("vpc", ["absent", None, "", "  ", "NA", "n/a"])
+def test_vpc_ip_falls_back_to_the_key_with_one_note_when_no_node_has_one(vpc):
+    entry = {} if vpc == "absent" else {"vpc_ip": vpc}
+    nodes = {f"h{i}": dict(entry) for i in range(1, 1001)}
+    cluster = cf.parse(good(node_dict=nodes, head_node_dict={"mgmt_ip": "h1"}), "c.json", user="u")
+    assert [n.vpc_ip for n in cluster.nodes[:2]] == ["h1", "h2"]
+    # One line for the whole file, whatever the node count, naming the file and the key.
+    (note,) = cluster.notes
+    assert note.startswith("c.json: node_dict: no node has a vpc_ip, so the management network")
+    assert "carries the fabric traffic" in note and "\n" not in note and "h1" not in note
+
+
+def test_no_note_when_every_node_has_a_vpc_ip(fixtures_dir):
+    assert cf.parse(good(), "c.json", user="u").notes == []
+    for name in ("cluster.json", "cluster_container.json", "atom_cluster.json", "cluster_rack.json"):
+        assert cf.read(str(fixtures_dir / "cluster_files" / "filled" / name), user="u").notes == []
+
+
+def test_some_nodes_without_vpc_ip_are_refused_naming_them():
+    nodes = {f"10.0.0.{i}": {"vpc_ip": f"10.1.0.{i}"} for i in range(1, 9)}
+    nodes["10.0.0.3"] = {"bmc_ip": "NA"}
+    nodes["10.0.0.4"] = {"vpc_ip": ""}
+    error = reject(good(node_dict=nodes, head_node_dict={"mgmt_ip": "10.0.0.1"}))
+    assert str(error) == (
+        "c/cluster.json: node_dict: vpc_ip missing on 10.0.0.3, 10.0.0.4 (the other 6 nodes have one); "
+        "give every node its fabric address or none"
+    )
+    # Only the head has one: "the other 1 node has one".
+    error = reject(
+        good(node_dict={"a": {"vpc_ip": "10.1.0.1"}, "b": {"vpc_ip": "NA"}}, head_node_dict={"mgmt_ip": "a"})
+    )
+    assert error.key == "node_dict" and error.problem.startswith("vpc_ip missing on b (the other 1 node has one);")
+
+
+def test_the_mixed_vpc_ip_line_stays_short_at_1000_nodes():
+    nodes = {f"10.0.{i // 250}.{i % 250 + 1}": {"vpc_ip": f"10.1.{i // 250}.{i % 250 + 1}"} for i in range(1000)}
+    for name in list(nodes)[500:]:
+        nodes[name] = {}
+    error = reject(good(node_dict=nodes, head_node_dict={"mgmt_ip": "10.0.0.1"}))
+    assert error.problem == (
+        "vpc_ip missing on 10.0.2.1, 10.0.2.2, 10.0.2.3, 10.0.2.4, 10.0.2.5 and 495 more "
+        "(the other 500 nodes have one); give every node its fabric address or none"
+    )
+    assert len(str(error)) < 300
+
+
+def test_a_placeholder_vpc_ip_is_still_named_as_a_placeholder_in_a_mixed_file():
+    nodes = {"a": {"vpc_ip": "10.1.0.1"}, "b": {"vpc_ip": "{vpc-ip}"}, "c": {}}
+    error = reject(good(node_dict=nodes, head_node_dict={"mgmt_ip": "a"}))
+    assert (error.key, "placeholder" in error.problem) == ("node_dict.b.vpc_ip", True)
 
 
 def test_password_alone_is_enough():
@@ -138,7 +183,9 @@ BAD_DATA = [
     (good(priv_key_file=["/a"]), "priv_key_file", "must be a string"),
     (good(node_dict={"a": {"vpc_ip": "10.0.0.1"}, "A": {"vpc_ip": "10.0.0.2"}}), "node_dict.A", "same management"),
     (good(node_dict={"a": {"vpc_ip": "10.0.0.1"}, "b": {"vpc_ip": "10.0.0.1"}}), "node_dict.b.vpc_ip", "also used"),
-    (good(node_dict={"a": {}, "b": {"vpc_ip": "a"}}), "node_dict.b.vpc_ip", "also used"),
+    (good(node_dict={"a": {"vpc_ip": "10.0.0.1"}, "b": {"vpc_ip": " 10.0.0.1 "}}), "node_dict.b.vpc_ip", "also used"),
+    (good(node_dict={"a": {}, "b": {"vpc_ip": "a"}}), "node_dict", "vpc_ip missing on a (the other 1 node"),
+    (good(node_dict={"a": {"vpc_ip": "10.0.0.1"}, "b": {"vpc_ip": ""}}), "node_dict", "vpc_ip missing on b"),
     (good(node_dict={"a": {"vpc_ip": 10}}), "node_dict.a.vpc_ip", "must be a string"),
     (good(node_dict={"a": {"bmc_ip": False}}), "node_dict.a.bmc_ip", "must be a string"),
     (good(head_node_dict={"mgmt_ip": "node-z"}), "head_node_dict.mgmt_ip", "not one of the node_dict keys"),
