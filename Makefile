@@ -27,12 +27,20 @@ export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
 .PHONY: help venv link lint ruff typecheck ansible-lint sanity unit integration faults molecule test bench demo ee ee-demo standin-up standin-down clean
 
 help:
-	@echo "make demo   whole pipeline on a local stand-in cluster (no GPU needed)"
-	@echo "make test   lint, sanity, unit and integration tests"
-	@echo "make bench  benchmarks (each prints a BENCH line)"
-	@echo "make ee     the execution environment image (ansible-builder, local base)"
-	@echo "make ee-demo the demo's pipeline inside that image, as AWX runs it"
-	@echo "make faults the fault matrix on the stand-in cluster (a table of fault, expected, got)"
+	@echo "make demo            whole pipeline on a local stand-in cluster (no GPU needed)"
+	@echo "make test            lint, sanity, molecule, unit and integration tests (about 45 min on 2 cores)"
+	@echo "make venv            the development venv in .venv/ (pinned tools of requirements-dev.txt)"
+	@echo "make lint            ruff, typecheck (mypy), ansible-lint and sanity, each also a target of its own"
+	@echo "make unit            the unit tests alone (about 3 minutes on 2 cores)"
+	@echo "make integration     the integration tests (start a stand-in cluster; need Docker)"
+	@echo "make molecule        the molecule scenario: the playbook on its own stand-in cluster"
+	@echo "make faults          the fault matrix on the stand-in cluster (a table of fault, expected, got)"
+	@echo "make bench           benchmarks (each prints a BENCH line)"
+	@echo "make standin-up N=3  start a stand-in cluster of N nodes (default 2): build/standin/cluster.json"
+	@echo "make standin-down    remove the stand-in cluster (the image cache stays)"
+	@echo "make ee              the execution environment image (ansible-builder, local base)"
+	@echo "make ee-demo         the demo's pipeline inside that image, as AWX runs it"
+	@echo "make clean           remove build/ (the stand-in image cache too), tests/output, .collections, caches"
 
 venv: $(STAMP) link
 
