@@ -22,7 +22,7 @@ from ansible.module_utils.parsing.convert_bool import boolean
 from ansible.plugins.action import ActionBase
 
 from ansible_collections.aorta.cluster.plugins.module_utils.trace_analysis._report import TASK_ARGUMENT_SPEC, run_task
-from ansible_collections.aorta.cluster.plugins.plugin_utils import _record
+from ansible_collections.aorta.cluster.plugins.plugin_utils import _judging, _record
 
 
 def _number(value: Any) -> str:
@@ -109,6 +109,11 @@ class ActionModule(ActionBase):
             result.update(changed=False, failed=True, msg=found["failed"])
             return result
         args.update(found)
+        try:
+            args.update(self.judging(task_vars, args, groups))
+        except ValueError as exc:
+            result.update(changed=False, failed=True, msg=str(exc))
+            return result
         outcome, failure = self.TASK(args, bool(self._task.check_mode or self._play_context.check_mode))
         result.update(outcome)
         if failure:
@@ -134,6 +139,23 @@ class ActionModule(ActionBase):
         if "gpus_per_node" not in given:
             gpus = self._variable(task_vars, "aorta_gpus_per_node")
             found["gpus_per_node"] = _record.nproc(nodes, groups, gpus_per_node=gpus)
+        return found
+
+    def judging(
+        self, task_vars: Mapping[str, Any], args: Mapping[str, Any], groups: Mapping[str, Any]
+    ) -> dict[str, Any]:
+        """What the report is judged by: the thresholds merged over CVS's defaults key by key (one key
+        given changes one threshold); the baseline ``auto`` resolved in the results root (the run's
+        history) with why it was chosen, and a named baseline's fingerprint differences. After a run, a
+        threshold not met does not fail this task: run_outcome, the run's last task, judges the run and
+        fails the play after run.json, junit.xml and the history are written."""
+        found: dict[str, Any] = {"expected_results": _judging.thresholds(args.get("expected_results"))}
+        run_dir = str(self._variable(task_vars, "aorta_results_dir_resolved", "") or "")
+        after_run = bool(run_dir) and not self._task.args.get("traces_dir") and bool(_record.nodes_of(groups))
+        if after_run:
+            found["fail_on_threshold"] = False
+        ignore = [str(key) for key in self._variable(task_vars, "aorta_baseline_ignore", []) or []]
+        found.update(_judging.baseline(args.get("baseline"), run_dir or str(args.get("report_dir") or ""), ignore))
         return found
 
     def where(self, task_vars: Mapping[str, Any]) -> dict[str, Any]:

@@ -59,10 +59,16 @@ options:
     description:
       - CVS thresholds C(max_avg_iteration_ms), C(min_compute_ratio), C(min_overlap_ratio),
         C(max_time_variance_ratio); unknown keys are an error.
+      - Merged over the defaults of C(aorta_expected_results) key by key by the action (one key given
+        changes one threshold); a key given as null or empty turns that check off.
     type: dict
     default: {}
   fail_on_threshold:
-    description: Fail the task when a threshold is not met.
+    description:
+      - Fail the task when a threshold is not met.
+      - "After a run (O(traces_dir) left empty, the run's nodes known), the task never fails on a
+        threshold: M(aorta.cluster.run_outcome), the run's last task, judges the run and fails the play
+        after run.json, junit.xml and the history are written."
     type: bool
     default: false
   gpus_per_node:
@@ -108,7 +114,9 @@ options:
     default: {}
   baseline:
     description:
-      - An earlier results directory, or its C(aorta_benchmark_report.json), to compare with.
+      - An earlier results directory, or its C(aorta_benchmark_report.json), to compare with; or
+        V(auto), which the action resolves to the newest COMPLETED run with the same fingerprint in the
+        results root (the parent of the run's results directory).
       - The iteration time is judged C(regression) or C(improvement) when it changed by more than
         O(baseline_tolerance) and by more than twice the noise of the two means (the steps' spread),
         C(within noise) when only the first holds, else C(same); the ratios are shown, not judged.
@@ -117,6 +125,12 @@ options:
     description: Relative change within which the run is the same as the baseline.
     type: float
     default: 0.05
+  baseline_context:
+    description:
+      - "Set by the action: why the baseline was chosen (C(chosen)), why none could be (C(reason); the
+        report's baseline then says C(not compared)), and a named baseline's fingerprint
+        C(differences), shown beside its verdict."
+    type: dict
   diagnosis:
     description:
       - Why the run stopped, from M(aorta.cluster.run_record) or M(aorta.cluster.run_diagnosis); recorded
@@ -237,8 +251,17 @@ timeline:
 baseline:
   description:
     - C(source), C(tolerance), C(noise_ms), C(metrics) (each C(now), C(then), C(delta_ratio),
-      C(judged)), C(verdict), C(reason).
+      C(judged)), C(verdict), C(reason), C(chosen) (why this run, with V(auto)) and C(differences)
+      (a named baseline's fingerprint against this run's).
+    - "With V(auto) and no comparable run: C(verdict) V(not compared) and C(reason) saying why."
   returned: with O(baseline)
+  type: dict
+verdict:
+  description:
+    - "The run's one verdict, as C(run.json) and the console's last line say it: C(verdict) (V(PASS)
+      when the run COMPLETED and every judged threshold holds, else V(FAIL)), C(reasons) (one line per
+      cause) and C(notes) (what was judged)."
+  returned: success
   type: dict
 ansible_stats:
   description:

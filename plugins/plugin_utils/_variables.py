@@ -217,6 +217,8 @@ INTERNAL = frozenset(
         "aorta_rank_order",
         "aorta_run_start",
         "aorta_run_record",
+        "aorta_run_outcome",
+        "aorta_history",
         "aorta_run_secret_resolved",
         "aorta_watch",
     }

@@ -19,6 +19,7 @@ USER = frozenset(
     {
         "aorta_base_config",
         "aorta_baseline",
+        "aorta_baseline_ignore",
         "aorta_baseline_tolerance",
         "aorta_build_script",
         "aorta_cluster_connection_vars",
@@ -189,7 +190,9 @@ READ_BY = {
     ),
     "run_record": (
         "aorta_base_config",
+        "aorta_baseline_ignore",
         "aorta_docker_image",
+        "aorta_fail_on_threshold",
         "aorta_results_dir_resolved",
         "aorta_run_failure_message",
         "aorta_run_failure_nodes",
@@ -229,6 +232,7 @@ READ_BY = {
     ),
     "trace_parse": (
         "aorta_baseline",
+        "aorta_baseline_ignore",
         "aorta_baseline_tolerance",
         "aorta_environment",
         "aorta_expected_results",
@@ -277,6 +281,7 @@ CVS_KEYS = {
 DEFAULTS: dict[str, Any] = {
     "aorta_base_config": "config/distributed.yaml",
     "aorta_baseline": "",
+    "aorta_baseline_ignore": [],
     "aorta_baseline_tolerance": 0.05,
     "aorta_build_script": "scripts/build_rccl.sh",
     "aorta_cluster_connection_vars": True,
@@ -316,7 +321,7 @@ DEFAULTS: dict[str, Any] = {
     "aorta_extra_torchrun_args": [],
     "aorta_extra_train_args": [],
     "aorta_fabric_check_timeout": 30,
-    "aorta_fail_on_threshold": False,
+    "aorta_fail_on_threshold": True,
     "aorta_flight_recorder_entries": 2000,
     "aorta_gpu_process_allow": [],
     "aorta_gpu_tool_slow_seconds": 15,

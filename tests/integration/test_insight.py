@@ -7,8 +7,17 @@ baseline says regression for the slow runs and not for a healthy one."""
 from __future__ import annotations
 
 import json
+import shutil
+import uuid
+import xml.etree.ElementTree as ET
+from pathlib import Path
 
 import pytest
+import xmlschema
+from junitparser import Failure, JUnitXml
+
+REPO = Path(__file__).resolve().parents[2]
+SCHEMA = xmlschema.XMLSchema(str(REPO / "tests" / "fixtures" / "junit" / "junit-10.xsd"))
 
 pytestmark = pytest.mark.standin
 
@@ -26,6 +35,20 @@ SLOW = {**PROFILE, "standin.slow_rank": 2, "standin.slow_factor": 1.5}
 
 def report_of(results) -> dict:
     return json.loads((results / "aorta_benchmark_report.json").read_text())
+
+
+def junit_failures(results) -> dict:
+    """``{"classname: name": message}`` of every failed testcase of a run's junit.xml, which must be
+    valid against the published schema and read by a JUnit reader."""
+    text = (results / "junit.xml").read_text()
+    SCHEMA.validate(text)
+    (suite,) = list(JUnitXml.fromstring(text))
+    return {
+        f"{case.classname}: {case.name}": result.message
+        for case in suite
+        for result in case.result
+        if isinstance(result, Failure)
+    }
 
 
 def test_stragglers_and_baseline_on_the_stand_in_cluster(standin_cluster, tmp_path):
@@ -46,17 +69,24 @@ def test_stragglers_and_baseline_on_the_stand_in_cluster(standin_cluster, tmp_pa
     # allows 15% (the 1.5x rank below slows the step by about 30%).
     baseline, first = run(PROFILE)
     _again, second = run(PROFILE, aorta_baseline=str(baseline), aorta_baseline_tolerance=0.15)
-    healthy = [first, second] + [run(PROFILE)[1] for _run in range(3)]
+    last_healthy = [run(PROFILE) for _run in range(3)]
+    healthy = [first, second] + [report for _results, report in last_healthy]
     for report in healthy:
         assert report["straggler_test"]["steps"] == 6, report["straggler_test"]
         assert report["stragglers"] == [] and report["straggler_test"]["verdict"] == "none stands out"
         assert report["slow_nodes"] == [], report["straggler_test"]["node_test"]
     assert second["baseline"]["verdict"] in ("same", "within noise"), second["baseline"]
 
-    # Three runs with rank 2 at 1.5x compute: named first with its node, a regression every time.
+    # Three runs with rank 2 at 1.5x compute: named first with its node, a regression every time;
+    # the first finds its baseline by itself (aorta_baseline: auto): the newest healthy run, whose
+    # fingerprint is the same (standin.* keys do not change a step's work).
     slow_runs = []
-    for _run in range(3):
-        results, report = run(SLOW, aorta_baseline=str(baseline))
+    for attempt in range(3):
+        results, report = run(SLOW, aorta_baseline="auto" if attempt == 0 else str(baseline))
+        if attempt == 0:
+            assert report["baseline"]["source"].startswith(str(last_healthy[-1][0])), report["baseline"]
+            newest_healthy = json.loads((last_healthy[-1][0] / "run.json").read_text())["run_id"]
+            assert newest_healthy in report["baseline"]["chosen"], report["baseline"]
         first_named = report["stragglers"][0]
         assert (first_named["rank"], first_named["node"]) == (2, node_of_rank_2), first_named
         assert report["baseline"]["verdict"] == "regression", report["baseline"]
@@ -79,3 +109,81 @@ def test_stragglers_and_baseline_on_the_stand_in_cluster(standin_cluster, tmp_pa
     assert proc.returncode == 0, proc.stdout[-3000:]
     assert report_of(out)["baseline"]["verdict"] == "regression"
     assert report_of(out)["baseline"]["source"].startswith(str(baseline))
+
+    # One run whose workload is killed on the last node once every rank trains: FAILED, that node
+    # named; the same results root (tmp_path) now holds healthy, slow and failed runs.
+    run_id = "killed-" + uuid.uuid4().hex[:6]
+    last = len(standin_cluster.nodes) - 1
+
+    def kill_the_workload():
+        for container in standin_cluster.containers_of(run_id, [last]):
+            standin_cluster.node_exec(last, "docker", "kill", container)
+
+    proc, killed, _ended_after = standin_cluster.run_with_fault(
+        tmp_path, run_id, kill_the_workload, deadline=900, grace=10
+    )
+    killed_run = json.loads((killed / "run.json").read_text())
+    assert proc.returncode != 0 and killed_run["status"] == "FAILED", killed_run["message"]
+    victim = standin_cluster.nodes[last]["mgmt_ip"]
+    assert killed_run["verdict"]["verdict"] == "FAIL" and killed_run["first_failure"] == victim
+    assert proc_tail(killed).startswith("verdict FAIL: FAILED: ")
+    assert_history_and_junit(tmp_path, baseline, slow_runs[0], killed, victim)
+    assert_auto_refuses_another_image(standin_cluster, tmp_path, baseline, slow_runs[0])
+
+
+def proc_tail(results: Path) -> str:
+    """The verdict line the run printed last before the play failed (its output file)."""
+    out = results.parent / f"{results.name.removeprefix('results-')}.out"
+    lines = [line for line in out.read_text().splitlines() if line.startswith("verdict ")]
+    return lines[-1]
+
+
+def assert_history_and_junit(root: Path, healthy: Path, slow: Path, killed: Path, victim: str) -> None:
+    """index.json and index.html list every run of the root with its status and links; junit.xml
+    fails nothing for a healthy run, fails the killed node's run testcase with its reason and the
+    others' as stopped after it."""
+    index = json.loads((root / "index.json").read_text())
+    rows = {row["dir"]: row for row in index["runs"]}
+    assert rows[healthy.name]["status"] == rows[slow.name]["status"] == "COMPLETED"
+    assert rows[killed.name]["status"] == "FAILED" and rows[killed.name]["verdict"]["verdict"] == "FAIL"
+    assert len(rows) == 9  # five healthy, three slow, one killed
+    page = (root / "index.html").read_text()
+    assert "<script" not in page and f'href="{healthy.name}/report.html"' in page
+    assert f'href="{killed.name}/' in page
+    assert junit_failures(healthy) == {}
+    failures = junit_failures(killed)
+    own = [message for key, message in failures.items() if key.startswith(f"aorta.{victim}:") and key.endswith(": run")]
+    assert own and "stopped after" not in own[0], failures
+    others = [message for key, message in failures.items() if victim not in key and key.endswith(": run")]
+    assert others and all(f"stopped after node {victim}" in message for message in others), failures
+    slow_cases = ET.parse(slow / "junit.xml").getroot()
+    assert slow_cases.find("testsuite") is not None
+    SCHEMA.validate(str(slow / "junit.xml"))
+
+
+def assert_auto_refuses_another_image(standin_cluster, root: Path, healthy: Path, slow: Path) -> None:
+    """aorta_baseline: auto does not compare a run with one made from another image, and says why:
+    trace_report.yml on a copy of the slow run beside a copy of the healthy run whose record names
+    another image id (the stand-in has one workload image; the record is what the choice reads)."""
+    other = root / "other-image"
+    shutil.copytree(healthy, other / "healthy")
+    shutil.copytree(slow, other / "slow", ignore=shutil.ignore_patterns("combined_traces"))
+    record = json.loads((other / "healthy" / "run.json").read_text())
+    record["context"]["image_id"] = "sha256:" + "0" * 64
+    (other / "healthy" / "run.json").write_text(json.dumps(record))
+    proc = standin_cluster.tool(
+        "ansible-playbook",
+        "trace_report.yml",
+        "-e",
+        json.dumps(
+            {
+                "aorta_traces_dir": str(slow / "combined_traces"),
+                "aorta_report_dir": str(other / "slow"),
+                "aorta_baseline": "auto",
+            }
+        ),
+    )
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    found = report_of(other / "slow")["baseline"]
+    assert found["verdict"] == "not compared" and found["reason"].startswith("no comparable run"), found
+    assert "image" in found["reason"], found

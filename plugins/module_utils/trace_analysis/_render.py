@@ -136,6 +136,11 @@ def opening_rows(report: dict) -> list:
     run = report.get("run") or {}
     perf = report["performance"]
     rows = []
+    found = report.get("verdict")
+    if found:
+        # The one verdict first, the same words as run.json's and the console's last line.
+        why = "; ".join(found["reasons"] or found["notes"])
+        rows.append(_row("verdict", "verdict", why, "ok" if found["verdict"] == "PASS" else "bad", found["verdict"]))
     if run.get("record"):
         status = run.get("status") or "-"
         rows.append(
@@ -249,10 +254,14 @@ def _baseline(baseline):
     if not baseline:
         return None
     reason = f": {baseline['reason']}" if baseline.get("reason") else ""
+    chosen = f" ({baseline['chosen']})" if baseline.get("chosen") else ""
+    differs = baseline.get("differences") or []
+    differs_text = f"; differs: {'; '.join(differs)}" if differs else ""
+    against = f" against {baseline['source']}" if baseline.get("source") else ""
     return {
         "css": "bad" if baseline["verdict"] == "regression" else "ok",
-        "line": f"{baseline['verdict']} (tolerance {baseline['tolerance'] * 100:.0f}%) against "
-        f"{baseline['source']}{reason}",
+        "line": f"{baseline['verdict']} (tolerance {baseline['tolerance'] * 100:.0f}%){against}{chosen}{reason}"
+        f"{differs_text}",
         "table": _table(
             ("figure", "now", "then", "change"),
             [

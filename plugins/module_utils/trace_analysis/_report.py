@@ -29,6 +29,7 @@ from ansible_collections.aorta.cluster.plugins.module_utils.trace_analysis._thre
     ReportError,
     check_thresholds,
 )
+from ansible_collections.aorta.cluster.plugins.module_utils.trace_analysis._verdict import verdict
 
 _NODE_DIR = re.compile(r"(?:^|/)(node_\d+)/")
 
@@ -361,6 +362,8 @@ TASK_ARGUMENT_SPEC = {
     "diagnosis": {"type": "dict"},
     "baseline": {"type": "path"},
     "baseline_tolerance": {"type": "float", "default": 0.05},
+    # Why the baseline was chosen (aorta_baseline: auto), why none was, or how a named one differs.
+    "baseline_context": {"type": "dict"},
     "clock_offsets": {"type": "dict", "default": {}},
     "run_json": {"type": "path"},
 }
@@ -448,15 +451,26 @@ def run_task(p: dict, check_mode: bool = False) -> tuple:
     if report["no_trace"] and not p.get("diagnosis") and not record:
         return {"changed": False, "status": "failed", "skipped_files": report["skipped_files"]}, report["no_trace"]
     report["run"] = run_summary(record, record_path, report)
+    report["verdict"] = verdict(
+        record.get("status") if record else None,
+        record.get("message") if record else None,
+        report["validation"]["checks"],
+        # A report of no trace (the run stopped before its profiler wrote one) judges no threshold.
+        report_made=not report["no_trace"],
+    )
     if report["duration_seconds"] is None:
         report["duration_seconds"] = report["run"].get("duration_seconds")
     if p.get("diagnosis"):
         report["diagnosis"] = p["diagnosis"]
+    context = p.get("baseline_context") or {}
     if p.get("baseline"):
         try:
             report["baseline"] = compare_baseline(report, p["baseline"], p.get("baseline_tolerance", 0.05))
         except ReportError as exc:
             return {"changed": False}, str(exc)
+        report["baseline"].update(chosen=context.get("chosen", ""), differences=context.get("differences") or [])
+    elif context.get("reason"):
+        report["baseline"] = not_compared(context["reason"], p.get("baseline_tolerance", 0.05))
     report["tools"] = tool_notes()
     result = {
         "changed": not check_mode,
@@ -473,6 +487,7 @@ def run_task(p: dict, check_mode: bool = False) -> tuple:
         "skipped_files": report["skipped_files"],
         "tools": report["tools"],
         "baseline": report.get("baseline"),
+        "verdict": report["verdict"],
     }
     if not check_mode:
         try:
@@ -483,6 +498,20 @@ def run_task(p: dict, check_mode: bool = False) -> tuple:
         failed = [c["reason"] for c in report["validation"]["checks"] if not c["passed"]]
         return result, "thresholds not met: " + "; ".join(failed)
     return result, ""
+
+
+def not_compared(reason: str, tolerance: float) -> dict:
+    """``baseline`` when no run could be compared with (``aorta_baseline: auto`` found none): why."""
+    return {
+        "source": None,
+        "tolerance": tolerance,
+        "noise_ms": None,
+        "metrics": {},
+        "verdict": "not compared",
+        "reason": reason,
+        "chosen": "",
+        "differences": [],
+    }
 
 
 def tool_notes() -> dict:

@@ -1,0 +1,53 @@
+# Copyright (c) aorta.cluster contributors
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""The controller side of aorta.cluster.run_outcome (documented in plugins/modules/run_outcome.py).
+
+The run's last task, whatever happened before it: the verdict goes into run.json, junit.xml and the
+history are written, the verdict is the console's last line, and the play fails (after
+everything is written) when the run did not pass: the next task, with the verdict's line.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ansible.module_utils.parsing.convert_bool import boolean
+from ansible.plugins.action import ActionBase
+from ansible.utils.display import Display
+
+from ansible_collections.aorta.cluster.plugins.plugin_utils import _outcome
+
+display = Display()
+
+
+class ActionModule(ActionBase):
+    TRANSFERS_FILES = False
+    _requires_connection = False
+    _VALID_ARGS: frozenset[str] = frozenset()
+
+    def _variable(self, task_vars: dict[str, Any], name: str, default: Any) -> Any:
+        return self._templar.template(task_vars[name]) if name in task_vars else default
+
+    def run(self, tmp: Any = None, task_vars: dict[str, Any] | None = None) -> dict[str, Any]:
+        result = super().run(tmp, task_vars)
+        task_vars = task_vars or {}
+        results_dir = str(self._variable(task_vars, "aorta_results_dir_resolved", "") or "")
+        if not results_dir:
+            result.update(failed=True, msg="aorta_results_dir_resolved: not set; run_outcome runs after run_record")
+            return result
+        ignore = self._variable(task_vars, "aorta_baseline_ignore", []) or []
+        fail_on_threshold = boolean(self._variable(task_vars, "aorta_fail_on_threshold", True), strict=False)
+        check_mode = bool(self._task.check_mode)
+        try:
+            found = _outcome.finish(results_dir, ignore=[str(key) for key in ignore], write=not check_mode)
+        except _outcome.OutcomeError as exc:
+            result.update(failed=True, msg=str(exc))
+            return result
+        display.display(found["line"])
+        if found.get("history_error"):
+            result.setdefault("warnings", []).append(found["history_error"])
+        fails = _outcome.fails_play(found, fail_on_threshold)
+        # Not "changed": the callback would print a line after the verdict, which must end the output.
+        result.update(changed=False, fails_play=fails, ansible_stats=_outcome.awx_stats(found), **found)
+        return result
