@@ -631,8 +631,8 @@ def _group_html(fp_id: str, rows: Sequence[Mapping[str, Any]]) -> str:
 
 
 def render_html(entries: list[dict[str, Any]]) -> str:
-    """The history page: a table of ``entries`` (index rows), newest first, then per fingerprint a
-    trend of step time and throughput (inline SVG); self-contained, no JavaScript, every value
+    """The history page: per fingerprint a trend of step time and throughput (inline SVG), then a
+    table of ``entries`` (index rows), newest first; self-contained, no JavaScript, every value
     escaped."""
     rows = _sorted(entries)
     groups: dict[str, list[dict[str, Any]]] = {}
@@ -646,13 +646,14 @@ def render_html(entries: list[dict[str, Any]]) -> str:
         f"{_plural(len(groups), 'fingerprint')} (runs of one fingerprint are comparable: "
         "same nodes, image, GPUs per node, ROCm, amdgpu and effective config). Written "
         f"{_e(_date(time.time()))}.</p>",
+        # The trends first: "is this cluster slower than last week, and since when?" is the question.
+        "<h2>Trends per fingerprint, the newest first</h2>",
+        *(_group_html(fp_id, members) for fp_id, members in groups.items()),
         "<h2>Runs</h2><table><thead><tr>",
         "".join(f"<th>{h}</th>" for h in HEADERS),
         "</tr></thead><tbody>",
         *(_row_html(r) for r in rows),
         "</tbody></table>",
-        "<h2>Trends per fingerprint</h2>",
-        *(_group_html(fp_id, members) for fp_id, members in groups.items()),
         "</body></html>\n",
     ]
     return "\n".join(out)

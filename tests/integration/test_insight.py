@@ -55,11 +55,14 @@ def test_stragglers_and_baseline_on_the_stand_in_cluster(standin_cluster, tmp_pa
     inventory = standin_cluster.cluster_file(tmp_path, 2)
     node_of_rank_2 = standin_cluster.nodes[1]["mgmt_ip"]  # 2 ranks per node: ranks 2 and 3
 
+    procs = {}
+
     def run(overrides, **extra):
-        _proc, record, results, _seconds = standin_cluster.run(
+        proc, record, results, _seconds = standin_cluster.run(
             tmp_path, inventory=inventory, aorta_training_overrides=overrides, **extra
         )
         assert record["status"] == "COMPLETED", record["message"]
+        procs[results] = proc
         return results, report_of(results)
 
     # Two healthy runs name no straggler; the second, against the first, is no regression. Two
@@ -69,7 +72,11 @@ def test_stragglers_and_baseline_on_the_stand_in_cluster(standin_cluster, tmp_pa
     # allows 15% (the 1.5x rank below slows the step by about 30%).
     baseline, first = run(PROFILE)
     _again, second = run(PROFILE, aorta_baseline=str(baseline), aorta_baseline_tolerance=0.15)
-    last_healthy = [run(PROFILE) for _run in range(3)]
+    # The first of these with one threshold it cannot meet: the verdict fails, the play exits
+    # non-zero, and the other three thresholds are kept (merged key by key over CVS's defaults).
+    last_healthy = [run(PROFILE, aorta_expected_results={"max_avg_iteration_ms": 1})]
+    last_healthy += [run(PROFILE) for _run in range(2)]
+    assert_threshold_fails_the_verdict(*last_healthy[0], procs[last_healthy[0][0]])
     healthy = [first, second] + [report for _results, report in last_healthy]
     for report in healthy:
         assert report["straggler_test"]["steps"] == 6, report["straggler_test"]
@@ -129,6 +136,23 @@ def test_stragglers_and_baseline_on_the_stand_in_cluster(standin_cluster, tmp_pa
     assert proc_tail(killed).startswith("verdict FAIL: FAILED: ")
     assert_history_and_junit(tmp_path, baseline, slow_runs[0], killed, victim)
     assert_auto_refuses_another_image(standin_cluster, tmp_path, baseline, slow_runs[0])
+
+
+def assert_threshold_fails_the_verdict(results: Path, report: dict, proc) -> None:
+    """One threshold not met: exit non-zero; FAIL in run.json, the report's first row and the console's
+    last verdict line; the three thresholds not given kept."""
+    assert proc.returncode != 0, proc.stdout[-2000:]
+    verdict = json.loads((results / "run.json").read_text())["verdict"]
+    assert verdict["verdict"] == "FAIL" and verdict["reasons"][0].startswith("threshold max_avg_iteration_ms: ")
+    assert len(report["validation"]["checks"]) == 4 and report["verdict"] == verdict
+    page = (results / "report.html").read_text()
+    first_row = page.index("id='verdict'")
+    assert first_row < page.index("id='run-status'") and "FAIL" in page[first_row : first_row + 400]
+    lines = proc.stdout.splitlines()
+    said = [number for number, line in enumerate(lines) if line.startswith("verdict ")]
+    assert [lines[number] for number in said] == [f"verdict FAIL: {verdict['reasons'][0]}"], lines[-30:]
+    # The run's own last line: after the report's, before only Ansible's failure of the play.
+    assert said[0] > max(number for number, line in enumerate(lines) if line.startswith("report: "))
 
 
 def proc_tail(results: Path) -> str:

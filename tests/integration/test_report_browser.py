@@ -5,6 +5,7 @@ and keeps a screenshot of each as a test artifact under tests/output/browser/.""
 
 from __future__ import annotations
 
+import json
 import random
 import shutil
 import subprocess
@@ -13,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from ansible_collections.aorta.cluster.plugins.module_utils.trace_analysis import _render, _report
+from ansible_collections.aorta.cluster.plugins.plugin_utils import _history
 
 REPO = Path(__file__).resolve().parents[2]
 ARTIFACTS = REPO / "tests" / "output" / "browser"
@@ -74,3 +76,28 @@ def test_the_hook_does_catch_a_javascript_error(tmp_path):
     page.write_text("<!doctype html><html><head></head><body><script>noSuchFunction()</script></body></html>")
     with pytest.raises(AssertionError, match="data-js-error"):
         open_in_browser(page, tmp_path / "broken.png")
+
+
+def test_the_history_page_opens_in_chromium_without_error(tmp_path):
+    """index.html of a results root of 200 runs (three fingerprints, a failed run among them), kept
+    as a screenshot beside the report's."""
+    sample = json.loads((REPO / "docs" / "samples" / "run.json").read_text())
+    rng = random.Random(7)
+    for index in range(200):
+        folder = tmp_path / f"run-{index:03d}"
+        folder.mkdir()
+        context = dict(sample["context"], image_id=f"sha256:{index % 3:064d}")
+        status = "FAILED" if index == 150 else "COMPLETED"
+        run = dict(sample, run_id=f"run-{index:03d}", started_epoch=1796000000 + 3600 * index, status=status)
+        (folder / "run.json").write_text(json.dumps(dict(run, context=context)))
+        step = 50 * rng.gauss(1, 0.03) * (1.3 if index > 180 else 1.0)
+        report = {"performance": {"avg_step_time_ms": step, "avg_iteration_time_ms": 6 * step}, "run": {}}
+        report["run"]["samples_per_second"] = 8 * 4 / (step / 1000)
+        (folder / "aorta_benchmark_report.json").write_text(json.dumps(report))
+        (folder / "report.html").write_text("<html></html>")
+    found = _history.rebuild(str(tmp_path))
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    shot = ARTIFACTS / "history-200-runs.png"
+    dom = open_in_browser(Path(found["index_html"]), shot)
+    assert shot.stat().st_size > 10_000
+    assert "<svg" in dom and 'href="run-199/report.html"' in dom and "FAILED" in dom
