@@ -65,6 +65,10 @@ options:
       - name: AORTA_CLUSTER_JSON_CONNECTION_VARS
 notes:
   - Values from the cluster file are data, never templated.
+  - "A healthy run prints no line per node and task: unless the environment or the ansible.cfg in use
+    sets them, parsing a cluster file sets C(ANSIBLE_DISPLAY_OK_HOSTS) and C(ANSIBLE_DISPLAY_SKIPPED_HOSTS)
+    to false for the rest of the command (the stdout callback reads them after the inventory), so an
+    installed collection prints what the checkout prints. Set either to true to see every result."
 """
 
 EXAMPLES = r"""
@@ -95,7 +99,7 @@ import os
 from ansible.plugins.inventory import BaseInventoryPlugin, Cacheable, Constructable
 from ansible.utils.unsafe_proxy import wrap_var
 
-from ansible_collections.aorta.cluster.plugins.plugin_utils import _cluster_file
+from ansible_collections.aorta.cluster.plugins.plugin_utils import _cluster_file, _console
 
 
 class ClusterFileRejected(SystemExit):
@@ -134,6 +138,9 @@ class InventoryModule(BaseInventoryPlugin, Constructable, Cacheable):
 
     def parse(self, inventory, loader, path, cache=True):
         super().parse(inventory, loader, path, cache)
+        # Before the stdout callback loads: a healthy run prints no line per node and task, from an
+        # installed collection as from the checkout, unless the user's configuration says otherwise.
+        _console.apply()
         if path.endswith((".yml", ".yaml")):
             self._read_config_data(path)
             cluster_path = self.get_option("path")
