@@ -117,7 +117,8 @@ def test_installed_artifact_runs_against_the_standin(artifact, standin_cluster, 
 
     source = tmp_path / "aorta.cluster_json.yml"
     source.write_text(f"plugin: aorta.cluster.cluster_json\npath: {cluster}\n")
-    results = tmp_path / "results"
+    # Rehearsing as docs/quickstart.md says: the stand-in's rehearse.yml, results under the directory
+    # ansible-playbook runs from.
     played = run(
         [
             "ansible-playbook",
@@ -125,14 +126,13 @@ def test_installed_artifact_runs_against_the_standin(artifact, standin_cluster, 
             "-i",
             str(source),
             "-e",
-            f"@{standin.OUT / 'vars.yml'}",
-            "-e",
-            f"aorta_results_dir={results}",
+            f"@{standin.OUT / 'rehearse.yml'}",
         ],
         tmp_path,
         env,
     )
     assert played.returncode == 0, played.stdout[-3000:] + played.stderr[-2000:]
+    (results,) = [path for path in (tmp_path / "aorta_results").iterdir() if path.is_dir()]
     record = json.loads((results / "run.json").read_text())
     assert record["status"] == "COMPLETED"
     # As flat as the checkout's console: no line per node and task (the checkout's ansible.cfg is

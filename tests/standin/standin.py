@@ -312,6 +312,13 @@ aorta_poll_seconds: 2
 aorta_timeout_seconds: 300
 """
     (OUT / "vars.yml").write_text(vars_yml)
+    # To rehearse with the installed collection from any directory (docs/quickstart.md): the same
+    # values, the results under the directory ansible-playbook runs from, and an inventory source
+    # that names the plugin (no ansible.cfg of the checkout needed).
+    here = f"aorta_results_root: {REPO / 'build' / 'results'}"
+    rehearse = vars_yml.replace(here, "aorta_results_root: aorta_results")
+    (OUT / "rehearse.yml").write_text(rehearse)
+    (OUT / "cluster.aorta.yml").write_text("plugin: aorta.cluster.cluster_json\npath: cluster.json\n")
     # The same values as group vars beside the cluster file: Ansible loads them for any play whose
     # inventory is this cluster.json (molecule's converge), no -e needed.
     (OUT / "group_vars").mkdir(exist_ok=True)
