@@ -16,7 +16,7 @@ from ansible.module_utils.parsing.convert_bool import boolean
 from ansible.plugins.action import ActionBase
 from ansible.utils.display import Display
 
-from ansible_collections.aorta.cluster.plugins.plugin_utils import _outcome
+from ansible_collections.aorta.cluster.plugins.plugin_utils import _console, _outcome
 
 display = Display()
 
@@ -44,7 +44,7 @@ class ActionModule(ActionBase):
         except _outcome.OutcomeError as exc:
             result.update(failed=True, msg=str(exc))
             return result
-        display.display(found["line"])
+        _console.printer(results_dir, display.display)(found["line"])
         if found.get("history_error"):
             result.setdefault("warnings", []).append(found["history_error"])
         fails = _outcome.fails_play(found, fail_on_threshold)

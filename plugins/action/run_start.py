@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import json
 import os
 from typing import Any
 
@@ -13,8 +14,10 @@ from ansible.errors import AnsibleError
 from ansible.plugins.action import ActionBase
 from ansible.utils.display import Display
 
+from ansible_collections.aorta.cluster.plugins.plugin_utils import _console
 from ansible_collections.aorta.cluster.plugins.plugin_utils._run_id import RunStartError, make_dirs, run_secret, start
 from ansible_collections.aorta.cluster.plugins.plugin_utils._settings import in_rank_order
+from ansible_collections.aorta.cluster.plugins.plugin_utils._vocabulary import USER
 
 display = Display()
 
@@ -51,5 +54,20 @@ class ActionModule(ActionBase):
             changed=changed, aorta_rank_order=order, aorta_run_secret_resolved=secret, _ansible_no_log=True, **facts
         )
         run, where = facts["aorta_run_id_resolved"], facts["aorta_results_dir_resolved"]
-        display.display(f"run {run} on {len(nodes)} nodes; results in {where}")
+        _console.printer(where, display.display)(f"run {run} on {len(nodes)} nodes; results in {where}")
+        if not self._task.check_mode:
+            result["variables_file"] = self.write_variables(task_vars, where, result)
         return result
+
+    def write_variables(self, task_vars: dict[str, Any], results_dir: str, result: dict[str, Any]) -> str:
+        """variables.json: every aorta_* variable this run uses, as templated here (what -e, the
+        inventory and the defaults made of it), secrets masked; a warning when it cannot be written."""
+        path = os.path.join(results_dir, "variables.json")
+        try:
+            values = {name: self._templar.template(task_vars[name]) for name in USER if name in task_vars}
+            with open(path, "w", encoding="utf-8") as handle:
+                json.dump(_console.effective_variables(values), handle, indent=2, sort_keys=True, default=str)
+        except (OSError, AnsibleError, TypeError, ValueError) as exc:
+            result.setdefault("warnings", []).append(f"{path} not written: {exc}")
+            return ""
+        return path

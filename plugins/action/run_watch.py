@@ -13,7 +13,7 @@ from ansible.errors import AnsibleConnectionFailure
 from ansible.plugins.action import ActionBase
 from ansible.utils.display import Display
 
-from ansible_collections.aorta.cluster.plugins.plugin_utils import _watch
+from ansible_collections.aorta.cluster.plugins.plugin_utils import _console, _watch
 from ansible_collections.aorta.cluster.plugins.plugin_utils._vocabulary import DEFAULTS
 
 display = Display()
@@ -44,6 +44,10 @@ class ActionModule(ActionBase):
         progress_dir = str(args["progress_dir"]) if args.get("progress_dir") else None
         total_nodes = int(args.get("total_nodes") or 1)
         total_steps = int(args["total_steps"]) if args.get("total_steps") else None
+        # The progress lines go to the run's console.log too.
+        results_dir = (task_vars or {}).get("aorta_results_dir_resolved")
+        results_dir = str(self._templar.template(results_dir)) if results_dir else None
+        say = _console.printer(results_dir, display.display)
 
         def remote(line: str) -> dict[str, Any]:
             try:
@@ -54,7 +58,7 @@ class ActionModule(ActionBase):
         seen = _watch.watch(
             _watch.reader(remote, command),
             int(args["timeout_seconds"]),
-            _watch.head_poll(progress_dir, head, total_nodes, total_steps, display.display),
+            _watch.head_poll(progress_dir, head, total_nodes, total_steps, say),
             lost_polls=int(args.get("unreachable_polls") or 3),
             poll_s=poll,
         )

@@ -10,6 +10,8 @@ from typing import Any
 from ansible.plugins.action import ActionBase
 from ansible.utils.display import Display
 
+from ansible_collections.aorta.cluster.plugins.plugin_utils import _console
+
 display = Display()
 
 
@@ -29,5 +31,8 @@ class ActionModule(ActionBase):
         lines = lines_of(self._task.args.get("msg"))
         for line in lines:
             display.display(line)
+        # After a run's start, its console.log keeps them too.
+        results_dir = (task_vars or {}).get("aorta_results_dir_resolved")
+        _console.log_lines(str(self._templar.template(results_dir)) if results_dir else None, lines)
         result.update(changed=False, lines=lines)
         return result

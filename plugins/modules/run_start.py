@@ -62,4 +62,11 @@ aorta_rank_order:
   type: list
   elements: str
   sample: [node-a, node-b]
+variables_file:
+  description:
+    - "C(variables.json) in the results directory: every aorta_* variable the run uses, as templated
+      (from -e, the inventory, a CVS file and the defaults), values under a secret-looking name
+      (token, secret, password, key) masked. Empty when it could not be written (a warning says why)."
+  returned: success, not in check mode
+  type: str
 """

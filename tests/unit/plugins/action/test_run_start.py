@@ -28,6 +28,12 @@ def test_the_facts_and_the_results_directory(play, tmp_path):
     assert "ansible_facts" not in out  # the role's set_fact keeps them as play variables
     assert isinstance(out["aorta_run_started_epoch"], int)
     assert out["aorta_rank_order"] == []  # no aorta_nodes group in this inventory
+    # The run's own first line, and its effective aorta_* variables as templated (secrets masked).
+    run_dir = tmp_path / "res" / "lab-7"
+    assert (run_dir / "console.log").read_text() == f"run lab-7 on 0 nodes; results in {run_dir}\n"
+    effective = json.loads((run_dir / "variables.json").read_text())
+    assert out["variables_file"] == str(run_dir / "variables.json")
+    assert effective["aorta_run_id"] == "lab-7" and effective["aorta_results_root"] == str(tmp_path / "res")
 
 
 def test_a_bad_run_id_fails_naming_it_and_makes_nothing(play, tmp_path):

@@ -76,3 +76,34 @@ def test_an_installed_collections_run_hides_ok_results_through_the_inventory_plu
         check=False,
     )
     assert "ok: [n1]" in shown.stdout, shown.stdout
+
+
+def test_the_runs_own_lines_go_to_its_console_log_and_nowhere_without_its_directory(tmp_path):
+    shown: list[str] = []
+    say = _console.printer(str(tmp_path), shown.append)
+    say("run r1 on 3 nodes; results in x")
+    _console.log_lines(str(tmp_path), ["verdict PASS: 4 of 4 thresholds met"])
+    assert shown == ["run r1 on 3 nodes; results in x"]
+    assert (tmp_path / "console.log").read_text().splitlines() == [
+        "run r1 on 3 nodes; results in x",
+        "verdict PASS: 4 of 4 thresholds met",
+    ]
+    _console.printer(str(tmp_path / "not-made"), shown.append)("check mode")
+    assert not (tmp_path / "not-made").exists() and shown[-1] == "check mode"
+
+
+def test_secrets_in_the_effective_variables_are_masked_at_any_depth():
+    values = {
+        "aorta_extra_env": {"HF_TOKEN": "hf_abc", "NCCL_DEBUG": "INFO", "nested": {"DB_PASSWORD": "x"}},
+        "aorta_environment": {"OMP_NUM_THREADS": 1, "AWS_SECRET_ACCESS_KEY": "s"},
+        "aorta_docker_image": "img:1",
+    }
+    found = _console.effective_variables(values)
+    assert list(found) == sorted(values)
+    assert found["aorta_extra_env"] == {
+        "HF_TOKEN": "********",
+        "NCCL_DEBUG": "INFO",
+        "nested": {"DB_PASSWORD": "********"},
+    }
+    assert found["aorta_environment"] == {"OMP_NUM_THREADS": 1, "AWS_SECRET_ACCESS_KEY": "********"}
+    assert found["aorta_docker_image"] == "img:1"
