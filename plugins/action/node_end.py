@@ -245,8 +245,12 @@ class ActionModule(WaitAction):
             )
         except AnsibleConnectionFailure as exc:
             return _pull.manifest_row(record, record["state"], None, local, f"unreachable: {exc}", {})
-        if pack.get("failed") or pack.get("archive") is None:
-            return _pull.manifest_row(record, record["state"], None, local, str(pack.get("msg", "pack failed")), {})
+        if pack.get("failed"):
+            return _pull.manifest_row(record, record["state"], None, local, str(pack.get("msg") or "pack failed"), {})
+        if pack.get("archive") is None:
+            # Nothing new on the node (trace_pack packs no archive for no file): collected, with no
+            # file, as CVS and the earlier role record it; not a failure.
+            return _pull.manifest_row(record, record["state"], pack, local, "", {})
         pull = self._pull(
             remote, local, str(pack.get("archive_sha256", "")), int(s["aorta_collect_parallel"]), results_dir
         )

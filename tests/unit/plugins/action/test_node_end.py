@@ -93,3 +93,29 @@ def test_a_password_or_another_connection_pulls_an_archive_instead():
     local = SshConnection()
     local.transport = "local"
     assert stream_argv(local) is None
+
+
+def test_on_the_archive_path_a_node_with_nothing_new_is_collected_with_no_file(tmp_path):
+    """CVS's own case: trace_pack packs no archive when nothing is new; that is 0 files collected,
+    not "pack failed" (which a failed pack still is)."""
+    action = ActionModule.__new__(ActionModule)
+    action._connection = SshConnection(password="s3cret")  # the archive path, not the stream
+    action._play_context = SimpleNamespace(password=None)
+    action._templar = SimpleNamespace(template=lambda value: value)
+    action._vars = {}
+    answers = [{"files": [], "archive": None, "compression": "none", "changed": False}]
+    action._execute_module = lambda **_kwargs: answers[0]
+    settings = {
+        "aorta_results_dir_resolved": str(tmp_path),
+        "aorta_node_rank": 1,
+        "aorta_run_id_resolved": "r1",
+        "aorta_path": "/aorta",
+        "aorta_collect_since": 0,
+        "aorta_collect_compression": "gzip",
+        "aorta_collect_parallel": 1,
+    }
+    record = {"rank": 1, "name": "n1", "mgmt_ip": "n1", "vpc_ip": "10.0.0.1", "state": "ok"}
+    row = action._collect(settings, {}, record, "output", gone=False, why="")
+    assert row["error"] == "" and row["files"] == [] and row["archive"] == ""
+    answers[0] = {"failed": True, "msg": "cannot pack /aorta/output: disk full"}
+    assert action._collect(settings, {}, record, "output", gone=False, why="")["error"] == answers[0]["msg"]
