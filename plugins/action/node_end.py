@@ -14,7 +14,7 @@ from typing import Any
 from ansible.errors import AnsibleConnectionFailure, AnsibleError
 
 from ansible_collections.aorta.cluster.plugins.action.run_wait import ActionModule as WaitAction
-from ansible_collections.aorta.cluster.plugins.plugin_utils import _pull, _settings, _stream
+from ansible_collections.aorta.cluster.plugins.plugin_utils import _interrupt, _pull, _settings, _stream
 from ansible_collections.aorta.cluster.plugins.plugin_utils._controller import controller_identity
 from ansible_collections.aorta.cluster.plugins.plugin_utils._launch import override_of
 from ansible_collections.aorta.cluster.plugins.plugin_utils._run import node_state, silent_reasons, torchrun_failure
@@ -37,6 +37,9 @@ class ActionModule(WaitAction):
         result = super(WaitAction, self).run(tmp, task_vars)
         task_vars = task_vars or {}
         self._vars = task_vars  # every module run below needs them (interpreter, connection)
+        # A stop the user asked for since the watch ended: collection carries on (what the ranks
+        # wrote is kept); run.json says in which phase it came.
+        _interrupt.claim("while collecting")
         node = str(task_vars.get("inventory_hostname"))
         head = _settings.head_of(task_vars)
         nodes = (task_vars.get("groups") or {}).get("aorta_nodes") or [node]

@@ -16,7 +16,13 @@ from ansible.plugins.action import ActionBase
 from ansible.utils.display import Display
 
 from ansible_collections.aorta.cluster.plugins.action.node_prepare import excluded_nodes, head_file
-from ansible_collections.aorta.cluster.plugins.plugin_utils import _health_verdict, _launch, _plan, _settings
+from ansible_collections.aorta.cluster.plugins.plugin_utils import (
+    _health_verdict,
+    _interrupt,
+    _launch,
+    _plan,
+    _settings,
+)
 
 display = Display()
 
@@ -29,6 +35,12 @@ class ActionModule(ActionBase):
         result = super().run(tmp, task_vars)
         task_vars = task_vars or {}
         self._vars = task_vars  # every module run below needs them (interpreter, connection)
+        # The user interrupted the run on the controller before its ranks started: launch nothing
+        # (the rescue tears down what preflight holds; run_record says STOPPED).
+        stop = _interrupt.claim("before launch")
+        if stop is not None:
+            result.update(failed=True, changed=False, msg=f"not launched: the run was stopped: {stop.get('reason')}")
+            return result
         node = str(task_vars.get("inventory_hostname"))
         groups = task_vars.get("groups") or {}
         hostvars = task_vars.get("hostvars") or {}

@@ -19,7 +19,7 @@ from typing import Any
 from ansible.errors import AnsibleError
 from ansible.plugins.action import ActionBase
 
-from ansible_collections.aorta.cluster.plugins.plugin_utils import _record
+from ansible_collections.aorta.cluster.plugins.plugin_utils import _interrupt, _record
 from ansible_collections.aorta.cluster.plugins.plugin_utils._cluster_file import ClusterFileError
 
 # The run_context role sets the first two (on localhost, handed to the nodes' plays as play vars);
@@ -82,6 +82,8 @@ class ActionModule(ActionBase):
         try:
             settings = {name: template(task_vars[name]) for name in REQUIRED}
             settings.update({name: template(task_vars.get(name, default)) for name, default in OPTIONAL.items()})
+            # The user's first Ctrl-C or SIGTERM on the controller (plugin_utils/_interrupt.py): STOPPED.
+            settings["aorta_stop_request"] = _interrupt.requested()
             groups = task_vars.get("groups") or {}
             hostvars = task_vars.get("hostvars") or {}
             values = _record.host_values(hostvars, _record.nodes_of(groups), _record.NODE_VARS, template)

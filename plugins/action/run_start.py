@@ -14,7 +14,7 @@ from ansible.errors import AnsibleError
 from ansible.plugins.action import ActionBase
 from ansible.utils.display import Display
 
-from ansible_collections.aorta.cluster.plugins.plugin_utils import _console
+from ansible_collections.aorta.cluster.plugins.plugin_utils import _console, _interrupt
 from ansible_collections.aorta.cluster.plugins.plugin_utils._run_id import RunStartError, make_dirs, run_secret, start
 from ansible_collections.aorta.cluster.plugins.plugin_utils._settings import in_rank_order
 from ansible_collections.aorta.cluster.plugins.plugin_utils._vocabulary import USER
@@ -54,6 +54,7 @@ class ActionModule(ActionBase):
             changed=changed, aorta_rank_order=order, aorta_run_secret_resolved=secret, _ansible_no_log=True, **facts
         )
         run, where = facts["aorta_run_id_resolved"], facts["aorta_results_dir_resolved"]
+        _interrupt.note_run(run, len(nodes))  # what a Ctrl-C's lines say about this run
         _console.printer(where, display.display)(f"run {run} on {len(nodes)} nodes; results in {where}")
         if not self._task.check_mode:
             result["variables_file"] = self.write_variables(task_vars, where, result)

@@ -7,13 +7,15 @@ loop is plugin_utils/_watch.py's ``watch``, the same as each node's own wait."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from ansible.errors import AnsibleConnectionFailure
 from ansible.plugins.action import ActionBase
 from ansible.utils.display import Display
 
-from ansible_collections.aorta.cluster.plugins.plugin_utils import _console, _watch
+from ansible_collections.aorta.cluster.plugins.module_utils.node_runtime import _aggregator
+from ansible_collections.aorta.cluster.plugins.plugin_utils import _console, _interrupt, _watch
 from ansible_collections.aorta.cluster.plugins.plugin_utils._vocabulary import DEFAULTS
 
 display = Display()
@@ -56,7 +58,7 @@ class ActionModule(ActionBase):
                 raise _watch.Unreachable(str(exc)) from None
 
         seen = _watch.watch(
-            _watch.reader(remote, command),
+            self.stopping_reader(_watch.reader(remote, command), remote, str(args["aggregate_path"]), say, result),
             int(args["timeout_seconds"]),
             _watch.head_poll(progress_dir, head, total_nodes, total_steps, say),
             lost_polls=int(args.get("unreachable_polls") or 3),
@@ -64,3 +66,28 @@ class ActionModule(ActionBase):
         )
         result.update(changed=False, **seen)
         return result
+
+    @staticmethod
+    def stopping_reader(
+        read: Callable[[], _watch.Reading],
+        remote: Callable[[str], dict[str, Any]],
+        aggregate_path: str,
+        say: Callable[[str], None],
+        result: dict[str, Any],
+    ) -> Callable[[], _watch.Reading]:
+        """``read``, that first tells the head once the user asked the run to stop on the controller
+        (the first Ctrl-C or SIGTERM: plugin_utils/_interrupt.py): one command writes the head's stop
+        request, which its aggregator turns into every node's stop."""
+
+        def stopping() -> _watch.Reading:
+            if "stop_requested" not in result:
+                stop = _interrupt.claim("while training")
+                if stop is not None:
+                    path = _aggregator.stop_request_path(aggregate_path)
+                    reason = str(stop.get("reason") or "stopped from the controller")
+                    remote(_interrupt.head_command(path, reason))
+                    result["stop_requested"] = stop
+                    say(f"asked the head to stop every node: {reason}")
+            return read()
+
+        return stopping

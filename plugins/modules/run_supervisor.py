@@ -431,7 +431,8 @@ def make_watch(spec, run_id, directory):
         shared_dir(aggregate_dir)
         aggregate = os.path.join(aggregate_dir, f"{run_id}.json")
         link = _aggregator.HeadLink(aggregator, spec["head_address"], spec["port"], aggregate, write=write_json_atomic)
-        return _aggregator.HeadWatch(link, spec["stopping_timeout"])
+        stop_path = _aggregator.stop_request_path(aggregate)
+        return _aggregator.HeadWatch(link, spec["stopping_timeout"], stop_path=stop_path)
     link = _aggregator.WorkerLink(secret, run_id, spec["node"], spec["head_address"], spec["port"])
     return _aggregator.WorkerWatch(link, spec["head"], spec["heartbeat_timeout"], spec["join_timeout"])
 

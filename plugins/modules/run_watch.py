@@ -17,6 +17,11 @@ description:
     keeps (every node's last report, the stop and the nodes gone silent) and the head's own status,
     in one remote command per poll whatever the node count (a long poll that returns as soon as the
     head has finished), and prints one progress line for every node per poll."
+  - "Once the user interrupted ansible-playbook (the first Ctrl-C or SIGTERM: the lookup
+    aorta.cluster.interrupts), the next poll first writes the head's stop request
+    (C(aggregates/<run_id>.stop) beside the aggregate; one command, once); the head's aggregator
+    then stops every node, and the watch goes on until they have ended. The result's
+    C(stop_requested) holds the request."
   - "The head's supervisor finishes only once every node has ended or gone silent, so its status
     saying C(finished) is the end of the run. The head's status is kept in O(progress_dir) under the
     head's name, where each node's M(aorta.cluster.run_wait) finds the nodes the head counts as gone."
@@ -80,6 +85,11 @@ EXAMPLES = r"""
 """
 
 RETURN = r"""
+stop_requested:
+  description:
+    - The user's stop request the watch passed on to the head (C(at), C(signal), C(reason), C(phase)).
+  returned: when the user interrupted ansible-playbook during the watch
+  type: dict
 finished:
   description: True when the head's supervisor said it has finished (every node ended or gone silent).
   returned: always

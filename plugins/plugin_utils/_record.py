@@ -205,6 +205,33 @@ def status(
     return run_status(rows)
 
 
+def stopped_status(stop: Mapping[str, Any], rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """STOPPED: the user interrupted the run on the controller (plugin_utils/_interrupt.py). No node
+    failed: ``stopped`` says why, when (``at``, ``signal``), in which phase, and the steps each node
+    reached (its slowest rank's; nodes that never trained are left out)."""
+    steps = {}
+    for row in rows:
+        progress = [value for value in _dict(row.get("progress")).values() if isinstance(value, int)]
+        if progress:
+            steps[str(row.get("name"))] = min(progress)
+    phase = str(stop.get("phase") or "while collecting")
+    reason = str(stop.get("reason") or "stopped from the controller")
+    reached = f"; steps reached {min(steps.values())} to {max(steps.values())}" if steps else ""
+    return {
+        "status": "STOPPED",
+        "failed_nodes": [],
+        "first_failure": None,
+        "message": f"STOPPED by the user {phase}: {reason}{reached}",
+        "stopped": {
+            "reason": reason,
+            "signal": stop.get("signal"),
+            "at": stop.get("at"),
+            "phase": phase,
+            "steps": steps,
+        },
+    }
+
+
 def diagnosis(results_dir: str, run_state: str, rows: list[Mapping[str, Any]], ranks_per_node: int | None) -> dict:
     """Why the run stopped (``diagnose_run``); ranks per node 1 when no launch said (setup stopped
     first: no rank evidence exists then anyway)."""
@@ -325,6 +352,7 @@ def run_json(
         "unhealthy": health_found["unhealthy"],
         "combined_traces": combined_traces(results_dir, collected),
         "collection_error": collect_failure,
+        "stopped": run.get("stopped"),
     }
 
 
@@ -413,6 +441,8 @@ def record(
     rows = node_rows(hostvars, groups)
     health_found = health(rows, hostvars)
     run = status(rows, settings.get("aorta_run_failure_message"), settings.get("aorta_run_failure_nodes"), hostvars)
+    if settings.get("aorta_stop_request"):
+        run = stopped_status(settings["aorta_stop_request"], rows)
     why = diagnose(results_dir, run["status"], rows, nproc(hostvars, groups))
     launch = head_launch(hostvars, groups)
     local = _vars(hostvars, "localhost")

@@ -19,6 +19,9 @@ import uuid
 
 import pytest
 
+from ansible_collections.aorta.cluster.plugins.module_utils.node_runtime._lease import LEASE_FILE
+from ansible_collections.aorta.cluster.plugins.module_utils.node_runtime._time_bounds import HEARTBEAT_S, stop_bound_s
+
 pytestmark = pytest.mark.standin
 
 
@@ -234,47 +237,145 @@ def test_a_node_whose_output_disk_fills_while_the_workload_writes_is_named_with_
     assert left == []
 
 
-def test_ctrl_c_mid_run_leaves_the_nodes_to_their_supervisors_and_a_rerun_stops_it_and_completes(
-    standin_cluster, tmp_path, fault_table
+# A profiled window that ends early (steps 3 to 5) in a run that would train on past the stop.
+EARLY_WINDOW = {"training.max_steps": 1000000, "profiling.wait": 1, "profiling.warmup": 1, "profiling.active": 3}
+
+
+def wait_for_steps(cluster, run_id: str, steps: int, proc, out) -> None:
+    """Until every rank of every node made ``steps`` steps (the profiled window is written)."""
+    for _attempt in range(300):
+        statuses = [cluster.node_status(i, run_id) for i in range(len(cluster.nodes))]
+        if all(s and s["state"] == "running" and min(s["progress"].values() or [0]) >= steps for s in statuses):
+            return
+        assert proc.poll() is None, out.read_text()[-3000:]
+        time.sleep(1)
+    raise AssertionError("the ranks never got that far: " + out.read_text()[-3000:])
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
+def test_ctrl_c_or_sigterm_mid_run_stops_every_node_records_stopped_and_keeps_the_traces(
+    standin_cluster, tmp_path, fault_table, signum
 ):
-    """SIGINT to ansible-playbook's process group, as a terminal's Ctrl-C sends it. Ansible stops at
-    once (no always: sections run); each node's supervisor still holds the run to its deadline, and a
-    re-run from this controller stops it first instead of waiting for that deadline."""
-    deadline = 300
-    run_id = "ctrl-c-" + uuid.uuid4().hex[:6]
+    """SIGINT to ansible-playbook's process group, as a terminal's Ctrl-C sends it (SIGTERM, as a CI
+    runner sends it): the run stops on every node within the stop bound, what the ranks wrote is
+    collected, run.json says STOPPED with the reason, the phase and the steps, and the play exits
+    non-zero. The nodes' own supervision of a controller that is gone (SIGKILL) is
+    test_supervision.py's."""
+    deadline, grace = 900, 10
+    name = signal.Signals(signum).name
+    run_id = f"{name.lower()}-" + uuid.uuid4().hex[:6]
+    proc, results, out = standin_cluster.start(
+        tmp_path,
+        run_id,
+        aorta_timeout_seconds=deadline,
+        aorta_kill_grace_seconds=grace,
+        aorta_training_overrides=EARLY_WINDOW,
+    )
+    try:
+        wait_for_steps(standin_cluster, run_id, 7, proc, out)
+        os.killpg(proc.pid, signum)
+        interrupted = time.monotonic()
+        gone_after = None  # when no workload nor container of the run was left on any node
+        while proc.poll() is None and time.monotonic() - interrupted < 300:
+            if gone_after is None and not leftovers(standin_cluster, run_id):
+                gone_after = time.monotonic() - interrupted
+            time.sleep(1)
+        proc.wait(timeout=10)
+        took = time.monotonic() - interrupted
+        if gone_after is None and not leftovers(standin_cluster, run_id):
+            gone_after = took
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    left = wait_for_nothing_left(standin_cluster, run_id, 5)
+    run = json.loads((results / "run.json").read_text())
+    text = out.read_text()
+    fault_table.append(
+        {
+            "fault": f"{name} to ansible-playbook mid-run (deadline {deadline})",
+            "expected": "STOPPED everywhere, traces kept, exit non-zero",
+            "got": f"{run['status']} {run['stopped'] and run['stopped']['phase']}",
+            "seconds": f"{took:.0f} from the signal to the playbook's end",
+            "left on nodes": len(left),
+        }
+    )
+    assert proc.returncode != 0, text[-3000:]
+    assert run["status"] == "STOPPED", run["message"]
+    stopped = run["stopped"]
+    assert stopped["phase"] == "while training" and stopped["signal"] == name, stopped
+    assert stopped["reason"].startswith("interrupted on the controller at ") and name in stopped["reason"]
+    assert len(stopped["steps"]) == len(standin_cluster.nodes) and min(stopped["steps"].values()) >= 7, stopped
+    assert run["verdict"]["verdict"] == "FAIL" and run["verdict"]["reasons"][0].startswith("STOPPED by the user")
+    assert text.count("interrupt again to leave now") == 1, text[-3000:]
+    assert left == [] and standin_cluster.containers_left() == []
+    # The head hears of it at the watch's next poll (aorta_poll_seconds), each worker at its next
+    # report; then SIGTERM, the grace, SIGKILL, cleanup: the supervisors' own stop bound.
+    bound = stop_bound_s(grace, 0) + 2 * HEARTBEAT_S + 15
+    assert gone_after is not None and gone_after < bound, (gone_after, bound)
+    # What every node's ranks wrote came back whole, and the report says what was profiled. Aorta
+    # (and the stand-in) export a rank's trace after its loop: a rank that SIGTERM stops after its
+    # step writes one; a rank left in a collective whose peer already stopped does not (its node is
+    # told up to a heartbeat later), and the report names it missing.
+    manifest = manifest_of(results)
+    assert all(n["collected"] for n in manifest["nodes"]), manifest["nodes"]
+    assert tree_is_whole(results, manifest)
+    report = json.loads((results / "aorta_benchmark_report.json").read_text())
+    assert report["missing_ranks"] == manifest["missing_ranks"], (report["missing_ranks"], manifest["missing_ranks"])
+    # Every node's own status names the controller's stop.
+    for index in range(len(standin_cluster.nodes)):
+        status = standin_cluster.node_status(index, run_id)
+        assert status["finished"] and "stopped from the controller" in status["reason"], status
+
+
+def test_two_ctrl_c_leave_at_once_and_the_stop_playbook_then_frees_the_nodes(standin_cluster, tmp_path, fault_table):
+    """Two SIGINTs a second apart: ansible-playbook leaves at once, printing the command that stops
+    the run later; that command, from a second process, frees every node within the stop bound."""
+    deadline, grace = 900, 10
+    run_id = "twice-" + uuid.uuid4().hex[:6]
     proc, _results, out = standin_cluster.start(
-        tmp_path, run_id, aorta_timeout_seconds=deadline, aorta_training_overrides={"training.max_steps": 1000000}
+        tmp_path,
+        run_id,
+        aorta_timeout_seconds=deadline,
+        aorta_kill_grace_seconds=grace,
+        aorta_training_overrides={"training.max_steps": 1000000},
     )
     try:
         standin_cluster.wait_until_training(range(len(standin_cluster.nodes)), run_id, proc, out)
         os.killpg(proc.pid, signal.SIGINT)
-        proc.wait(timeout=60)
+        time.sleep(1)
+        os.killpg(proc.pid, signal.SIGINT)
+        proc.wait(timeout=30)
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
-    interrupted = time.monotonic()
+    text = out.read_text()
     assert proc.returncode != 0
-    assert standin_cluster.workload_processes(), "the supervisors keep the run until told otherwise"
-
-    rerun, run2, _results2, _elapsed2 = standin_cluster.run(tmp_path)
-    took = time.monotonic() - interrupted
-    left = wait_for_nothing_left(standin_cluster, run_id, 30)
+    command = f"ansible-playbook aorta.cluster.stop -i <your cluster file> -e aorta_run_id={run_id}"
+    assert f"leaving now; to stop the run later: {command}" in text, text[-3000:]
+    started = time.monotonic()
+    stopped = standin_cluster.tool(
+        "ansible-playbook",
+        "playbooks/stop.yml",
+        "-i",
+        str(standin_cluster.cluster_json),
+        "-e",
+        f"@{standin_cluster.vars_yml}",
+        "-e",
+        f"aorta_run_id={run_id}",
+    )
+    left = wait_for_nothing_left(standin_cluster, run_id, stop_bound_s(grace, 0))
+    took = time.monotonic() - started
     fault_table.append(
         {
-            "fault": "Ctrl-C (SIGINT) of ansible-playbook mid-run, re-run at once",
-            "expected": "re-run stops the old run, COMPLETED",
-            "got": f"re-run {run2['status'] if run2 else None}",
-            "seconds": f"{took:.0f} from Ctrl-C to the re-run's end (deadline {deadline})",
+            "fault": "two SIGINTs a second apart, then the stop playbook",
+            "expected": "leaves at once; stop frees every node",
+            "got": f"stop rc {stopped.returncode}",
+            "seconds": f"{took:.0f} from the stop playbook's start to nothing left",
             "left on nodes": len(left),
         }
     )
-    assert rerun.returncode == 0 and run2["status"] == "COMPLETED", rerun.stdout[-3000:]
-    assert f"stopped run {run_id}, whose controller" in rerun.stdout
-    assert took < deadline / 2, took  # it did not wait for the old deadline
-    # The old run never trained beside the new one: on every node (one clock) it had ended before
-    # the new run was launched there, and not by its deadline.
-    for i in range(len(standin_cluster.nodes)):
-        old, new = standin_cluster.node_status(i, run_id), standin_cluster.node_status(i, run2["run_id"])
-        launched = next(e["at"] for e in new["events"] if e["what"] == "launched")
-        assert old["finished"] and old["outcome"] != "timeout" and old["ended_at"] < launched, (old, new)
+    assert stopped.returncode == 0, stopped.stdout[-3000:] + stopped.stderr[-2000:]
     assert left == [] and standin_cluster.containers_left() == []
+    for index in range(len(standin_cluster.nodes)):  # each node's lease is free for the next run
+        lease = standin_cluster.node_exec(index, "cat", f"/var/tmp/aorta-cluster/{LEASE_FILE}", check=False)
+        assert run_id not in lease, lease

@@ -93,6 +93,29 @@ def open_sealed(secret, run_id, data):
     return node, seq, body
 
 
+# The name a stop asked for from the controller carries in place of a node's.
+CONTROLLER = "controller"
+
+
+def stop_request_path(aggregate_path):
+    """Where the controller asks the head to stop a run: beside the head's aggregate of that run
+    (``aggregates/<run_id>.stop``); the file holds one line, the reason."""
+    base = aggregate_path[:-5] if aggregate_path.endswith(".json") else aggregate_path
+    return base + ".stop"
+
+
+def read_stop_request(path):
+    """The reason in the controller's stop request, or None when there is none."""
+    if not path:
+        return None
+    try:
+        with open(path, encoding="utf-8") as handle:
+            reason = handle.read(600).strip()
+    except OSError:
+        return None
+    return reason or "stopped from the controller"
+
+
 class Aggregator:
     """What the head knows of every node, and whether the run must stop (no sockets, no threads).
 
@@ -172,8 +195,16 @@ class Aggregator:
         stopping = entry.get("body", {}).get("state") in STOPPING_STATES
         return self.stopping_timeout if stopping else self.heartbeat_timeout
 
+    def request_stop(self, reason, now):
+        """The controller's stop (the user interrupted the run there, or ran the stop playbook):
+        every node stops the usual way, this reason in its status; a stop already decided stays."""
+        if self.stop is None:
+            self._decide(CONTROLLER, "stopped", reason, now)
+        return self.stop
+
     def _decide(self, node, kind, reason, now):
-        """``kind``: ``failed`` (the node said so) or ``silent`` (its reports stopped or never came)."""
+        """``kind``: ``failed`` (the node said so), ``silent`` (its reports stopped or never came) or
+        ``stopped`` (the controller asked: ``node`` is then CONTROLLER)."""
         self.stop = {"node": node, "kind": kind, "reason": reason, "after_s": round(now - self.started, 3)}
         return self.stop
 
@@ -355,15 +386,24 @@ class HeadWatch:
 
     role = "head"
 
-    def __init__(self, link, linger_s, clock=time.monotonic, sleep=time.sleep):
+    def __init__(self, link, linger_s, clock=time.monotonic, sleep=time.sleep, stop_path=None):
         self.link, self.linger_s, self.clock, self.sleep = link, float(linger_s), clock, sleep
         self.linger_end = None
+        self.stop_path = stop_path  # the controller's stop request (stop_request_path)
+
+    def _controller_stop(self):
+        """Take the controller's stop request into the aggregator once it is there."""
+        reason = read_stop_request(self.stop_path)
+        if reason is not None:
+            with self.link.lock:
+                self.link.aggregator.request_stop(reason, self.clock())
 
     def join(self):
         """'' once every node has joined; else why the head must not launch. Bounded by the
         aggregator itself: a node not heard from within its join timeout stops the run."""
         self.link.start()
         while True:
+            self._controller_stop()
             answer = self.link.report({"state": "joining", "finished": False})
             stop = _stop_of(answer, "head")
             if stop:
@@ -373,6 +413,7 @@ class HeadWatch:
             self.sleep(JOIN_POLL_S)
 
     def beat(self, body):
+        self._controller_stop()
         return _stop_of(self.link.report(body), "head")
 
     def finish(self, body):
@@ -380,6 +421,7 @@ class HeadWatch:
         self.linger_end = self.clock() + self.linger_s
 
     def waiting(self):
+        self._controller_stop()
         with self.link.lock:
             self.link.aggregator.tick(self.clock())
         return not self.link.settled() and self.clock() < self.linger_end

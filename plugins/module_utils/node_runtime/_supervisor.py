@@ -337,7 +337,9 @@ class Supervisor:
 
     def _stop(self, pid):
         stop = self.cluster_stop
-        if stop:
+        if stop and stop.get("kind") == "stopped":
+            reason = f"stopped from the controller: {stop.get('reason')}"
+        elif stop:
             who = "the head" if stop.get("by") == "head" else "this node"
             reason = f"stopped by {who}: {stop.get('reason')}"
         elif self.stop_requested:
@@ -348,7 +350,8 @@ class Supervisor:
         self.status["timed_out"] = timed_out
         self._event(reason)
         self._read_progress()  # how far each rank got is the evidence of who everyone waited for
-        capture = timed_out or bool(stop)  # the head's stop captures as the deadline does
+        # The head's stop captures as the deadline does; a stop the user asked for does not wait for it.
+        capture = timed_out or (bool(stop) and stop.get("kind") != "stopped")
         if capture:
             self._check_fabric()  # while the head still listens: a cut link is told from a closed port
         if self.watch is not None:  # the head must not take this node's stop for a silence

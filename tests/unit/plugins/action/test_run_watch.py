@@ -6,6 +6,9 @@ from __future__ import annotations
 
 import json
 
+from ansible_collections.aorta.cluster.plugins.action.run_watch import ActionModule
+from ansible_collections.aorta.cluster.plugins.plugin_utils import _interrupt
+
 
 def test_a_finished_head_is_read_once_and_its_record_kept(tmp_path, play):
     status, agg = tmp_path / "run1.json", tmp_path / "run1.cluster.json"
@@ -35,3 +38,26 @@ def test_a_finished_head_is_read_once_and_its_record_kept(tmp_path, play):
     assert kept["silent_nodes"] == silent  # where the dead node's own wait learns it is gone
     # Every other node as the head last heard it, for the line the nodes' own waits print next.
     assert json.loads((tmp_path / "progress" / "w2.json").read_text())["state"] == "silent"
+
+
+def test_a_stop_the_user_asked_for_is_sent_to_the_head_once_before_the_next_read(tmp_path, monkeypatch):
+    """The first Ctrl-C on the controller (plugin_utils/_interrupt.py): the watch's next poll first
+    writes the head's stop request (one command), then reads as before; never again."""
+    monkeypatch.setenv(_interrupt.ENV, str(tmp_path))
+    commands, said, result = [], [], {}
+    reads = []
+    read = ActionModule.stopping_reader(
+        lambda: reads.append(1) or (None, None),
+        lambda line: commands.append(line) or {"rc": 0},
+        "/var/tmp/aorta-cluster/aggregates/r1.json",
+        said.append,
+        result,
+    )
+    read()
+    assert commands == [] and "stop_requested" not in result
+    (tmp_path / _interrupt.REQUEST).write_text('{"at": 1, "signal": "SIGINT", "reason": "interrupted (SIGINT)"}')
+    read()
+    read()
+    assert len(commands) == 1 and "/var/tmp/aorta-cluster/aggregates/r1.stop" in commands[0]
+    assert result["stop_requested"]["phase"] == "while training" and len(reads) == 3
+    assert said == ["asked the head to stop every node: interrupted (SIGINT)"]

@@ -379,3 +379,18 @@ def test_host_values_reads_each_host_once_and_templates_what_it_reads():
     assert found == {"a": {"aorta_launch": ("t", {"head": "a"})}, "gone": {}}
     assert Vars.reads == 1
     assert rr.host_values(hostvars, ["localhost"], rr.LOCAL_VARS) == {"localhost": {"aorta_combined": "{{ x }}"}}
+
+
+def test_a_run_the_user_stopped_is_stopped_with_the_phase_and_each_nodes_steps():
+    rows = [
+        {"name": "a", "state": "failed", "progress": {"0": 12, "1": 11}},
+        {"name": "b", "state": "failed", "progress": {"2": 12, "3": 12}},
+        {"name": "c", "state": "not_started", "progress": {}},
+    ]
+    stop = {"at": 1.0, "signal": "SIGINT", "reason": "interrupted on the controller at 10:00 (SIGINT)"}
+    found = rr.stopped_status(dict(stop, phase="while training"), rows)
+    assert found["status"] == "STOPPED" and found["failed_nodes"] == [] and found["first_failure"] is None
+    assert found["message"] == (
+        "STOPPED by the user while training: interrupted on the controller at 10:00 (SIGINT); steps reached 11 to 12"
+    )
+    assert found["stopped"] == {**stop, "phase": "while training", "steps": {"a": 11, "b": 12}}

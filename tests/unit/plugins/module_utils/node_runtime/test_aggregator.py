@@ -342,3 +342,36 @@ def test_the_head_waits_for_a_dead_node_only_until_it_counts_as_silent_and_names
     agg.tick(30.0)
     assert agg.silent == {"w2": "no heartbeat from w2 for 30 s"} and agg.settled()
     assert agg.aggregate(30.0)["silent"] == {"w2": "no heartbeat from w2 for 30 s"}
+
+
+def test_the_controllers_stop_request_stops_every_node_with_its_reason(head, tmp_path):
+    """The controller writes aggregates/<run_id>.stop on the head (the user's Ctrl-C): the head's
+    next beat takes it into the aggregator, whose answer stops every worker, naming the controller."""
+    watch, port, _written = head
+    w1, w2 = worker("w1", port), worker("w2", port)
+    assert join_all(w1, w2) == ["", ""]
+    stop_path = ag.stop_request_path(str(tmp_path / "aggregates" / "run1.json"))
+    assert stop_path == str(tmp_path / "aggregates" / "run1.stop")
+    watch.stop_path = stop_path
+    assert watch.beat(running()) is None  # no request yet
+    (tmp_path / "aggregates").mkdir()
+    (tmp_path / "aggregates" / "run1.stop").write_text("interrupted on the controller at 10:00 (SIGINT)\n")
+    mine = watch.beat(running())
+    assert mine == {
+        "node": "controller",
+        "kind": "stopped",
+        "reason": "interrupted on the controller at 10:00 (SIGINT)",
+        "by": "head",
+    }
+    assert w1.beat(running()) == mine and w2.beat(running())["kind"] == "stopped"
+    # A stop decided first stays: the request does not rewrite it.
+    agg = aggregator()
+    agg.report("w1", {"state": "cleaning", "finished": True, "outcome": "failed", "reason": "exit 1"}, 1.0)
+    assert agg.request_stop("interrupted", 2.0)["node"] == "w1"
+    watch.link.close()
+
+
+def test_no_stop_request_file_reads_as_none_and_an_empty_one_still_stops(tmp_path):
+    assert ag.read_stop_request(None) is None and ag.read_stop_request(str(tmp_path / "none.stop")) is None
+    (tmp_path / "empty.stop").write_text("")
+    assert ag.read_stop_request(str(tmp_path / "empty.stop")) == "stopped from the controller"
