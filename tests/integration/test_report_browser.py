@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import random
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -30,11 +31,26 @@ def chromium() -> str:
     return found
 
 
-def open_in_browser(page: Path, shot: Path) -> str:
-    """The DOM after load, and a screenshot; fails the test on a JavaScript error."""
+# Measured by the browser itself: every SVG text's box against its SVG's. A tick label drawn past the
+# SVG's edge is cut there (the first real run's ".7.8 ms"); the count and the first such text are
+# left on the root element for the test to read.
+MEASURE = (
+    "<script>window.addEventListener('load',function(){var cut=[],n=0;"
+    "document.querySelectorAll('svg').forEach(function(svg){var box=svg.getBoundingClientRect();"
+    "svg.querySelectorAll('text').forEach(function(t){var r=t.getBoundingClientRect();n++;"
+    "if(r.left<box.left-0.5||r.right>box.right+0.5||r.top<box.top-0.5||r.bottom>box.bottom+0.5)"
+    "cut.push(t.textContent)})});var root=document.documentElement;"
+    "root.setAttribute('data-texts',String(n));root.setAttribute('data-clipped',String(cut.length));"
+    "root.setAttribute('data-clipped-first',cut.length?cut[0]:'')});</script>"
+)
+
+
+def open_in_browser(page: Path, shot: Path, script: str = "") -> str:
+    """The DOM after load, and a screenshot; fails the test on a JavaScript error. ``script`` is
+    added to the page's head too (the measure of its SVG texts)."""
     hooked = page.with_name("hooked-" + page.name)
     html = page.read_text()
-    hooked.write_text(html.replace("<head>", "<head>" + HOOK, 1))
+    hooked.write_text(html.replace("<head>", "<head>" + HOOK + script, 1))
     base = [chromium(), "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars", "--window-size=1300,2000"]
     dom = subprocess.run(
         [*base, "--virtual-time-budget=5000", "--dump-dom", hooked.as_uri()],
@@ -60,10 +76,25 @@ def test_the_report_opens_in_chromium_without_error_at_4_and_1024_ranks(tmp_path
     paths = _render.write_outputs(report, str(tmp_path / "out"))
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     shot = ARTIFACTS / f"report-{world}-ranks.png"
-    dom = open_in_browser(Path(paths["html"]), shot)
+    dom = open_in_browser(Path(paths["html"]), shot, MEASURE)
     assert shot.stat().st_size > 10_000  # a page was drawn
     assert 'id="opening"' in dom and 'id="views"' in dom
     assert Path(paths["html"]).stat().st_size < 10_000_000
+    # No SVG text is cut at its SVG's edge, as Chromium lays them out.
+    texts = int(re.search(r'data-texts="(\d+)"', dom).group(1))
+    clipped = re.search(r'data-clipped="(\d+)" data-clipped-first="([^"]*)"', dom)
+    assert texts > 10 and clipped and clipped.group(1) == "0", clipped and clipped.groups()
+    # Every chart's axes are titled with their quantity and unit.
+    for title in ("local rank (GPU) →", ">ranks<", "compute per step (ms)", "exposed communication per step (ms)"):
+        assert title in dom, title
+    if world <= 64:
+        assert ">ms per step<" in dom and ">rank<" in dom  # the per-rank bars
+    # The files beside the page are linked (only those there: a folder of traces has no run.json),
+    # and the page says what to do next before its first chart.
+    links = re.findall(r'<a href="([^"]*)">', dom)
+    assert links == ["aorta_benchmark_report.json", "per_rank.csv", "timeline.json", "https://ui.perfetto.dev"]
+    assert all((Path(paths["html"]).parent / href).is_file() for href in links[:-1])
+    assert dom.index('id="what-next"') < dom.index('id="views"')
     if nodes > 2:
         # The slow node is named before any chart, and is a row of the heat map.
         named = report["slow_nodes"][0]["node"]

@@ -14,6 +14,7 @@ import csv
 import io
 import json
 import os
+import re
 import time
 
 try:
@@ -26,18 +27,23 @@ from ansible_collections.aorta.cluster.plugins.module_utils.trace_analysis._repo
 from ansible_collections.aorta.cluster.plugins.module_utils.trace_analysis._stragglers import STRAGGLER_ALPHA
 from ansible_collections.aorta.cluster.plugins.module_utils.trace_analysis._views import rank_bars, views
 
-CSV_COLUMNS = (
-    "rank",
-    "node",
-    "file",
-    "iteration_time_ms",
-    "compute_ratio",
-    "comm_ratio",
-    "overlap_ratio",
-    "compute_per_iteration_ms",
-    "comm_wait_per_iteration_ms",
-    "total_time_us",
+# per_rank.csv's columns, each (its name, the per-rank row's key it holds). One word, one meaning:
+# a step is one ProfilerStep#N; a rank's CVS iteration is its whole profiled window (total_time_us).
+# The row keys compute_per_iteration_ms and comm_wait_per_iteration_ms are per step too (the JSON's
+# older names, kept for its readers); the CSV says step.
+CSV_FIELDS = (
+    ("rank", "rank"),
+    ("node", "node"),
+    ("file", "file"),
+    ("step_time_ms", "step_time_ms"),
+    ("compute_ratio", "compute_ratio"),
+    ("comm_ratio", "comm_ratio"),
+    ("overlap_ratio", "overlap_ratio"),
+    ("compute_per_step_ms", "compute_per_iteration_ms"),
+    ("comm_wait_per_step_ms", "comm_wait_per_iteration_ms"),
+    ("total_time_us", "total_time_us"),
 )
+CSV_COLUMNS = tuple(name for name, _key in CSV_FIELDS)
 
 PAGE_RANKS = 256  # above this the page keeps the ranks that compute longest; per_rank.csv has all
 
@@ -61,10 +67,21 @@ def write_outputs(report: dict, out_dir: str) -> dict:
     writer.writerow([*CSV_COLUMNS, *(f"gpu_{row}_ms" for row in TIMELINE_ROWS)])
     # A trace without rank information (a single process of several) is a row too, rank empty.
     for r in [*report["per_rank_summary"], *(report.get("unranked_traces") or [])]:
-        writer.writerow([r.get(c) for c in CSV_COLUMNS] + [r["gpu_timeline"][row] for row in TIMELINE_ROWS])
+        writer.writerow(
+            [_cell(r, key) for _name, key in CSV_FIELDS] + [r["gpu_timeline"][row] for row in TIMELINE_ROWS]
+        )
     _atomic_write(paths["csv"], buffer.getvalue())
-    _atomic_write(paths["html"], render_html(report))
+    # Last: the page links the files written above, and those of the run beside it.
+    _atomic_write(paths["html"], render_html(report, out_dir))
     return paths
+
+
+def _cell(row: dict, key: str):
+    """A per-rank row's value for a CSV column; step_time_ms from iteration_time_ms, its older name,
+    in a row made before the rename."""
+    if key == "step_time_ms" and key not in row:
+        return row.get("iteration_time_ms")
+    return row.get(key)
 
 
 def _atomic_write(path: str, text: str) -> None:
@@ -98,70 +115,190 @@ def _fmt(value, digits=3) -> str:
     return str(value)
 
 
-# The headline table: (key, heading, scale into the unit the heading names, what it means).
+# The headline table: (key, heading, scale into the unit the heading names, what it means). One
+# word, one meaning, here as in per_rank.csv and docs/results.md: a step is one ProfilerStep#N; the
+# CVS iteration is a rank's whole profiled window, as CVS's avg_iteration_time_ms has it.
 HEADLINE = (
-    ("avg_step_time_ms", "avg step (ms)", 1.0, "the mean ProfilerStep#N length (CPU side), averaged over ranks"),
+    (
+        "avg_step_time_ms",
+        "step (ms)",
+        1.0,
+        "one ProfilerStep#N (CPU side): each rank's mean step, averaged over ranks (per_rank.csv's step_time_ms)",
+    ),
     (
         "avg_iteration_time_ms",
-        "avg profiled window, CVS iteration (ms)",
+        "CVS iteration: profiled window (ms)",
         1.0,
-        "each rank's GPU span, first to last GPU event of its trace (TraceLens total_time), averaged over "
-        "ranks: CVS's 'iteration'. It covers the profiled steps' GPU work, so it can be shorter than a step "
-        "when the GPU idles at the start or end of a step",
+        "each rank's whole profiled window, first to last GPU event of its trace (TraceLens total_time; "
+        "per_rank.csv's total_time_us), averaged over ranks: CVS's avg_iteration_time_ms, which its "
+        "max_avg_iteration_ms threshold judges. It spans every profiled step, so it is about that many steps long",
     ),
-    ("std_iteration_time_us", "spread of the window across ranks (ms)", 0.001, "its standard deviation over ranks"),
-    ("avg_compute_ratio", "compute ratio", 1.0, "computation time / the window"),
-    ("avg_comm_ratio", "comm ratio", 1.0, "communication time / the window"),
+    (
+        "std_iteration_time_us",
+        "spread of the CVS iteration across ranks (ms)",
+        0.001,
+        "its standard deviation over ranks (CVS's std_iteration_time_us)",
+    ),
+    ("avg_compute_ratio", "compute ratio", 1.0, "computation time / the profiled window"),
+    ("avg_comm_ratio", "comm ratio", 1.0, "communication time / the profiled window"),
     ("avg_overlap_ratio", "overlap ratio", 1.0, "communication hidden under computation / communication"),
 )
 
+# How the stand-in (tests/standin/) shows itself in run.json's context: its image and its config.
+STANDIN_IMAGE = re.compile(r"(^|/)aorta-standin-workload(:|@|$)")
+STANDIN_CONFIG = "standin.yaml"
+PERFETTO = "https://ui.perfetto.dev"
+
 
 def _epoch(value) -> str:
-    if not isinstance(value, (int, float)):
-        return "-"
+    """A controller time as UTC, '' when not recorded."""
+    if not isinstance(value, (int, float)) or isinstance(value, bool):
+        return ""
     return time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(value))
 
 
 def _rate(value) -> str:
-    return "-" if value is None else f"{value:,.0f}"
+    return f"{value:,.0f}"
 
 
 def _row(key: str, title: str, text: str, css: str = "", strong: str = "") -> dict:
     return {"id": key, "title": title, "text": text, "css": css, "strong": strong}
 
 
+def profiled_steps(report: dict) -> int | None:
+    """How many steps a rank's profiled window holds (the median over ranks), None when unknown."""
+    counts = sorted(
+        (r.get("iterations") or {}).get("count") or 0
+        for r in report.get("per_rank_summary") or []
+        if (r.get("iterations") or {}).get("count")
+    )
+    return counts[len(counts) // 2] if counts else None
+
+
+def workload(report: dict) -> tuple:
+    """(what ran, whether it is the stand-in): the stand-in said plainly when run.json's image or
+    config is the stand-in's; CPU-only traces said too (no GPU event in any rank); else ('', False)."""
+    run = report.get("run") or {}
+    image, config = str(run.get("image") or ""), str(run.get("base_config") or "")
+    marks = []
+    if STANDIN_IMAGE.search(image):
+        marks.append(f"image {image}")
+    if os.path.basename(config) == STANDIN_CONFIG:
+        marks.append(f"config {config}")
+    if marks:
+        return (
+            "the CPU stand-in for Aorta (gloo), not real GPU training; figures are not GPU performance"
+            f" ({', '.join(marks)})",
+            True,
+        )
+    ranks = report.get("per_rank_summary") or []
+    if ranks and not any(r.get("gpu") for r in ranks):
+        return (
+            "CPU-only traces: no GPU event in any rank's trace (a CPU workload, such as the stand-in for Aorta);"
+            " figures are CPU times, not GPU performance",
+            False,
+        )
+    return "", False
+
+
+def _run_time(run: dict) -> str:
+    start, end = _epoch(run.get("started_epoch")), _epoch(run.get("finished_epoch"))
+    duration = run.get("duration_seconds")
+    took = f" ({duration:.0f} s)" if isinstance(duration, (int, float)) else ""
+    if start and end:
+        return f"{start} → {end}{took}"
+    if start:
+        return f"started {start}; its end is not recorded"
+    return "not recorded"
+
+
+def _config(run: dict) -> str:
+    base = run.get("base_config") or "base config not recorded"
+    overrides = run.get("overrides") or {}
+    if isinstance(overrides, dict):
+        words = ", ".join(f"{k}={v if isinstance(v, str) else json.dumps(v)}" for k, v in overrides.items())
+    else:
+        words = str(overrides)
+    return f"{base}; overrides: {words}" if words else f"{base}, no overrides"
+
+
+def _run_rows(run: dict) -> list:
+    """The rows of run.json: status, id, times, image, config."""
+    if not run.get("record"):
+        return [_row("run-status", "run status", run.get("note") or "no run record", "bad")]
+    status = run.get("status") or "unknown"
+    image = str(run.get("image") or "not recorded") + (f" ({run['image_id']})" if run.get("image_id") else "")
+    return [
+        _row("run-status", "run status", run.get("message") or "", "ok" if status == "COMPLETED" else "bad", status),
+        _row("run-id", "run id", str(run.get("run_id") or "not recorded")),
+        _row("run-time", "start, end, duration", _run_time(run)),
+        _row("run-image", "image", image),
+        _row("run-config", "Aorta config, overrides", _config(run)),
+    ]
+
+
+def _throughput(run: dict, perf: dict) -> str:
+    """samples/s and tokens/s with how they were reckoned; an unknown part said in words."""
+    samples = run.get("samples_per_second")
+    if not samples:
+        return run.get("note") or "not known: no run record"
+    tokens = run.get("tokens_per_second")
+    step = perf.get("avg_step_time_ms")
+    text = f"{_rate(samples)} samples/s" + (f" · {_rate(tokens)} tokens/s" if tokens else "")
+    text += f" (batch {run['batch_size']} × {run['data_parallel_ranks']} data-parallel ranks / mean step"
+    text += f" {step:.3g} ms" if isinstance(step, (int, float)) else ""
+    if tokens:
+        return text + f"; tokens/s = samples/s × sequence length {run['sequence_length']})"
+    return text + "; no tokens/s: the config has no dataset.sequence_length)"
+
+
+def _step_time(report: dict) -> str:
+    """The mean step with its spread, and the CVS iteration beside it: two figures, two words."""
+    perf = report["performance"]
+    step, spread, window = perf.get("avg_step_time_ms"), perf.get("std_step_time_us"), perf.get("avg_iteration_time_ms")
+    if step is None:
+        text = "not measured: no ProfilerStep#N in the traces"
+    else:
+        text = f"{_fmt(step)} ms per step (one ProfilerStep#N, mean over ranks)"
+        text += f" ± {_fmt(spread / 1000.0)} ms across ranks" if spread is not None else ""
+    if window is not None:
+        steps = profiled_steps(report)
+        held = f" of {steps} steps" if steps else ""
+        text += f"; CVS iteration (each rank's whole profiled window{held}): {_fmt(window)} ms"
+    return text
+
+
+def _finding(report: dict) -> dict:
+    finding = [f"slow node {n['node']} (+{n['excess_ratio'] * 100:.0f}% compute)" for n in report["slow_nodes"]]
+    finding += [
+        f"straggler rank {s['rank']} on {s['node']} (+{s['excess_ratio'] * 100:.0f}%)" for s in report["stragglers"]
+    ]
+    if finding:
+        return _row("finding", "slow nodes and ranks", "; ".join(finding), "bad")
+    test = report.get("straggler_test") or {}
+    if not test:
+        return _row("finding", "slow nodes and ranks", "not tested")
+    need = _steps_short(report)
+    words = "none: no node or rank stands out"
+    if need:
+        words += f" (but {test.get('steps')} profiled steps are too few to tell; {need} needed: see what next)"
+    return _row("finding", "slow nodes and ranks", words, "ok")
+
+
 def opening_rows(report: dict) -> list:
     """What a performance engineer reads first, in this order and before any chart; each row has a
-    stable id (docs/results.md lists them)."""
+    stable id (docs/results.md lists them). A value that is not known is said in words."""
     run = report.get("run") or {}
-    perf = report["performance"]
     rows = []
     found = report.get("verdict")
     if found:
         # The one verdict first, the same words as run.json's and the console's last line.
         why = "; ".join(found["reasons"] or found["notes"])
         rows.append(_row("verdict", "verdict", why, "ok" if found["verdict"] == "PASS" else "bad", found["verdict"]))
-    if run.get("record"):
-        status = run.get("status") or "-"
-        rows.append(
-            _row("run-status", "run status", run.get("message") or "", "ok" if status == "COMPLETED" else "bad", status)
-        )
-        rows.append(_row("run-id", "run id", str(run.get("run_id"))))
-        duration = run.get("duration_seconds")
-        took = f" ({duration:.0f} s)" if isinstance(duration, (int, float)) else ""
-        rows.append(
-            _row(
-                "run-time",
-                "start, end, duration",
-                f"{_epoch(run.get('started_epoch'))} → {_epoch(run.get('finished_epoch'))}{took}",
-            )
-        )
-        image = str(run.get("image") or "-") + (f" ({run['image_id']})" if run.get("image_id") else "")
-        rows.append(_row("run-image", "image", image))
-        overrides = json.dumps(run.get("overrides") or {})
-        rows.append(_row("run-config", "Aorta config, overrides", f"{run.get('base_config') or '-'}, {overrides}"))
-    else:
-        rows.append(_row("run-status", "run status", run.get("note") or "no run record", "bad"))
+    what, _standin = workload(report)
+    if what:
+        rows.append(_row("workload", "workload", what, "bad"))
+    rows += _run_rows(run)
     if run.get("excluded"):
         named = "; ".join(f"{e['name']}: {e['reason']}" for e in run["excluded"][:10])
         more = f" and {len(run['excluded']) - 10} more (run.json)" if len(run["excluded"]) > 10 else ""
@@ -177,36 +314,50 @@ def opening_rows(report: dict) -> list:
             f"analysis {report['status']}, counting {report['counting']})",
         )
     )
-    if run.get("samples_per_second"):
-        tokens = run.get("tokens_per_second")
-        rows.append(
-            _row(
-                "throughput",
-                "throughput",
-                f"{_rate(run['samples_per_second'])} samples/s"
-                + (f" · {_rate(tokens)} tokens/s" if tokens else "")
-                + f" (batch {run['batch_size']} × {run['data_parallel_ranks']} data-parallel ranks / mean step;"
-                f" tokens: × sequence length {run.get('sequence_length') or '-'})",
-            )
-        )
-    else:
-        rows.append(_row("throughput", "throughput", run.get("note") or "not known: no run record"))
-    step, spread = perf.get("avg_step_time_ms"), perf.get("std_step_time_us")
-    spread_ms = _fmt(spread / 1000.0 if spread is not None else None)
-    rows.append(_row("step-time", "step time", f"{_fmt(step)} ms ± {spread_ms} ms across ranks"))
-    finding = [f"slow node {n['node']} (+{n['excess_ratio'] * 100:.0f}% compute)" for n in report["slow_nodes"]]
-    finding += [
-        f"straggler rank {s['rank']} on {s['node']} (+{s['excess_ratio'] * 100:.0f}%)" for s in report["stragglers"]
-    ]
-    test = report.get("straggler_test") or {}
-    verdicts = f"ranks: {test.get('verdict', '-')}; nodes: {(test.get('node_test') or {}).get('verdict', '-')}"
-    rows.append(_row("finding", "slow nodes and ranks", "; ".join(finding) or verdicts, "bad" if finding else "ok"))
+    rows.append(_row("throughput", "throughput", _throughput(run, report["performance"])))
+    rows.append(_row("step-time", "step time", _step_time(report)))
+    rows.append(_finding(report))
     checks = report["validation"]["checks"]
     if checks:
         failed = [c for c in checks if not c["passed"]]
         passed = f"{len(checks) - len(failed)} of {len(checks)} pass" + (": " + failed[0]["reason"] if failed else "")
         rows.append(_row("thresholds-summary", "thresholds", passed, "bad" if failed else "ok"))
     return rows
+
+
+# The files a run's results directory holds beside report.html: (name, what it is).
+FILES = (
+    ("run.json", "the run's record: status, context, every node's outcome"),
+    ("aorta_benchmark_report.json", "everything on this page as JSON, CVS's fields first"),
+    ("per_rank.csv", "one row per rank (step_time_ms, ratios, compute and exposed communication per step)"),
+    ("timeline.json", "every rank on one clock (Chrome trace / Perfetto)"),
+    ("junit.xml", "the run as JUnit XML, for a CI system's test view"),
+    ("logs/", "each node's whole torchrun output"),
+)
+
+
+def files_beside(report: dict, out_dir: str | None) -> list:
+    """Relative links to the files beside report.html in ``out_dir``, each only when it is there;
+    junit.xml also in a run's own results directory before the run's last task (run_outcome)
+    writes it, after this page."""
+    if not out_dir:
+        return []
+    record = (report.get("run") or {}).get("record") or ""
+    own_run = bool(record) and os.path.realpath(os.path.dirname(record)) == os.path.realpath(out_dir)
+    found = []
+    for name, what in FILES:
+        path = os.path.join(out_dir, name)
+        there = os.path.isdir(path) if name.endswith("/") else os.path.isfile(path)
+        said = what
+        if name == "junit.xml" and not there and own_run:
+            said += " (written by the run's last task, after this page)"
+        elif not there:
+            continue
+        if name == "logs/":
+            logs = [f for f in os.listdir(path) if f.endswith(".log")]
+            said += f" ({len(logs)} log{'s' if len(logs) != 1 else ''})"
+        found.append({"href": name, "name": name, "what": said, "perfetto": name == "timeline.json"})
+    return found
 
 
 def _table(head, rows, left=False, css="") -> dict:
@@ -289,8 +440,8 @@ def _straggler_tables(report: dict) -> dict:
             "excess compute",
             "slowest in steps",
             "arrived last",
-            "compute/iter (ms)",
-            "comm wait/iter (ms)",
+            "compute per step (ms)",
+            "exposed comm per step (ms)",
         ),
         [
             [
@@ -389,24 +540,176 @@ def _analysis(report: dict) -> dict:
 
 
 def _per_rank(report: dict) -> dict:
+    """The per-rank table: per_rank.csv's columns, the ranks that compute longest above PAGE_RANKS."""
     ranks = report["per_rank_summary"]
     shown: list = ranks
     note = ""
     if len(ranks) > PAGE_RANKS:
         # At thousands of ranks a table is not read: the ranks that compute longest, the rest in the CSV.
         shown = sorted(ranks, key=lambda r: -(r.get("compute_per_iteration_ms") or 0.0))[:PAGE_RANKS]
-        note = (
-            f"The {PAGE_RANKS} of {len(ranks)} ranks that compute longest per iteration; every rank is in per_rank.csv."
-        )
+        note = f"The {PAGE_RANKS} of {len(ranks)} ranks that compute longest per step; every rank is in per_rank.csv."
     rows = [
-        [_fmt(r.get(c)) if c != "rank" or r.get("rank") is not None else "(no rank)" for c in CSV_COLUMNS]
+        [
+            _fmt(_cell(r, key)) if key != "rank" or r.get("rank") is not None else "(no rank)"
+            for _name, key in CSV_FIELDS
+        ]
         for r in [*shown, *(report.get("unranked_traces") or [])]
     ]
     return {"per_rank": _table(CSV_COLUMNS, rows), "per_rank_note": note}
 
 
-def page_model(report: dict) -> dict:
-    """Everything report.html shows, as plain text, numbers and SVG geometry, in page order."""
+def _steps_short(report: dict) -> int | None:
+    """The profiled steps the straggler test needs when this run's are too few to name anyone (the
+    rank test's or the node test's, the larger), else None."""
+    test = report.get("straggler_test") or {}
+    steps, collectives = test.get("steps") or 0, test.get("collectives") or 0
+    needs = [
+        t["steps_needed"]
+        for t in (test, test.get("node_test") or {})
+        if isinstance(t.get("steps_needed"), int) and steps < t["steps_needed"] and collectives < t["steps_needed"]
+    ]
+    return max(needs) if needs else None
+
+
+def _next(text: str, command: str = "") -> dict:
+    return {"text": text, "command": command}
+
+
+# The commands below are the collection's own (README.md, docs/health.md, docs/results.md): the
+# inventory as -i (the cluster file), or a cluster file as -e aorta_cluster_file (no inventory then);
+# "…" stands for the run's other options (aorta_path, the image, the overrides), said on the page.
+MULTINODE = "ansible-playbook aorta.cluster.aorta_multinode"
+
+
+def _next_for_nodes(report: dict, here: str, out_dir: str | None) -> list:
+    """What to do about the nodes preflight left out, the slow nodes and the straggler ranks."""
+    run = report.get("run") or {}
+    items = []
+    if run.get("excluded"):
+        names = ", ".join(str(e["name"]) for e in run["excluded"][:5]) + (" …" if len(run["excluded"]) > 5 else "")
+        healthy = os.path.join(here, "healthy.cluster.json")
+        command = f"{MULTINODE} -e aorta_cluster_file={healthy} …"
+        if out_dir and not os.path.isfile(healthy):
+            command = ""
+        items.append(
+            _next(
+                f"Preflight left out {len(run['excluded'])} node(s): {names} (why: run.json's excluded). Fix them"
+                " before measuring on every node; healthy.cluster.json is the cluster file without them, to run"
+                " on the others alone:",
+                command,
+            )
+        )
+    for node in report["slow_nodes"][:3]:
+        items.append(
+            _next(
+                f"Slow node {node['node']} (ranks {_ranges(node['ranks'])}, +{node['excess_ratio'] * 100:.0f}% compute"
+                " per step): check its health and fingerprint (run.json's nodes[]); to measure without it, copy"
+                " your cluster file without its node_dict entry and run on the copy:",
+                f"{MULTINODE} -e aorta_cluster_file=<the copy> …",
+            )
+        )
+    timeline = not out_dir or os.path.isfile(os.path.join(out_dir, "timeline.json"))
+    files = {r.get("rank"): r.get("file") for r in report.get("per_rank_summary") or []}
+    for s in report["stragglers"][:3]:
+        where = (
+            f"open {PERFETTO} → Open trace file → timeline.json, process “rank {s['rank']} · {s['node']}”"
+            if timeline
+            else f"its trace is {files.get(s['rank'])}"
+        )
+        items.append(
+            _next(
+                f"Straggler rank {s['rank']} on {s['node']} (+{s['excess_ratio'] * 100:.0f}% compute per step): see"
+                f" what its steps spend longer on than its peers': {where}."
+            )
+        )
+    return items
+
+
+def _next_for_figures(report: dict, run: dict) -> list:
+    """What to do about a regression against the baseline, thresholds not met with no one to blame,
+    or too few profiled steps to name anyone."""
+    items = []
+    base = report.get("baseline") or {}
+    if base.get("verdict") == "regression":
+        change = _change(((base.get("metrics") or {}).get("avg_step_time_ms") or {}).get("delta_ratio"))
+        differs = base.get("differences") or []
+        items.append(
+            _next(
+                f"Step time {change or 'longer'} against the baseline {base.get('source')}: compare the two runs'"
+                " run.json (context, nodes[].fingerprint)"
+                + (f"; they differ in: {'; '.join(differs)}" if differs else "")
+                + ". The next run against the same baseline:",
+                f"{MULTINODE} -i <your inventory> -e aorta_baseline={base.get('source')} …",
+            )
+        )
+    named = report["slow_nodes"] or report["stragglers"]
+    failed = [c for c in report["validation"]["checks"] if not c["passed"]]
+    if failed:
+        text = f"Threshold(s) not met ({', '.join(c['name'] for c in failed)})"
+        command = ""
+        if not named and not items:
+            text += " and no node or rank stands out: the cluster as a whole is below aorta_expected_results"
+            command = f"{MULTINODE} -i <your inventory> -e aorta_baseline=auto …"
+        text += "."
+        perf = report["performance"]
+        if any(c["name"] == "max_avg_iteration_ms" for c in failed) and perf.get("avg_step_time_ms") is not None:
+            steps = profiled_steps(report)
+            text += (
+                " max_avg_iteration_ms judges the CVS iteration, each rank's whole profiled window"
+                f"{f' of {steps} steps' if steps else ''} ({_fmt(perf.get('avg_iteration_time_ms'))} ms), not one"
+                f" step ({_fmt(perf['avg_step_time_ms'])} ms)."
+            )
+        items.append(_next(text + (" Compare with the last comparable run:" if command else ""), command))
+    need = None if named else _steps_short(report)
+    if need:
+        overrides = dict(run.get("overrides") or {}) if isinstance(run.get("overrides"), dict) else {}
+        overrides["profiling.active"] = need
+        extra = json.dumps({"aorta_training_overrides": overrides})
+        items.append(
+            _next(
+                f"{(report.get('straggler_test') or {}).get('steps')} profiled steps are too few to name a slow node"
+                f" or rank at {STRAGGLER_ALPHA:.0%} significance: profile at least {need} (training.max_steps must"
+                " cover profiling.wait + warmup + active):",
+                f"{MULTINODE} -i <your inventory> -e '{extra}' …",
+            )
+        )
+    return items
+
+
+def what_next(report: dict, out_dir: str | None = None) -> list:
+    """What to do about this run, finding by finding, each with the command to run when there is
+    one ({'text', 'command'}); a healthy run has nothing to do."""
+    run = report.get("run") or {}
+    here = os.path.abspath(out_dir) if out_dir else "<results dir>"
+    items = []
+    status = run.get("status")
+    if run.get("record") and status not in (None, "COMPLETED"):
+        why = "'Why it stopped' below and " if report.get("diagnosis") else ""
+        items.append(_next(f"The run ended {status}: read {why}each node's log (logs/<node>.log)."))
+    items += _next_for_nodes(report, here, out_dir)
+    items += _next_for_figures(report, run)
+    if not items:
+        verdict = (report.get("verdict") or {}).get("verdict")
+        items.append(
+            _next("Nothing to do: the run passed and no node or rank stands out.")
+            if verdict in (None, "PASS")
+            else _next(f"The verdict is {verdict}: its reasons are in the first row.")
+        )
+    _what, standin = workload(report)
+    if standin:
+        items.append(
+            _next(
+                "This was the stand-in: for GPU figures, run Aorta itself on GPU nodes (docs/quickstart.md):",
+                f"{MULTINODE} -i <your inventory> -e aorta_path=<Aorta checkout on every node>"
+                " -e aorta_docker_image=<Aorta's image>",
+            )
+        )
+    return items
+
+
+def page_model(report: dict, out_dir: str | None = None) -> dict:
+    """Everything report.html shows, as plain text, numbers and SVG geometry, in page order;
+    ``out_dir``, where the page is written, gives its links to the files beside it."""
     perf = report["performance"]
     checks = [
         {
@@ -423,6 +726,9 @@ def page_model(report: dict) -> dict:
     test = report.get("straggler_test") or {}
     model = {
         "opening": opening_rows(report),
+        "files": files_beside(report, out_dir),
+        "perfetto": PERFETTO,
+        "what_next": what_next(report, out_dir),
         "warnings": list(report.get("warnings") or []),
         "no_trace": report.get("no_trace"),
         "why": _why(report.get("diagnosis")),
@@ -463,8 +769,9 @@ def template():
     return _TEMPLATE
 
 
-def render_html(report: dict) -> str:
-    return template().render(page_model(report)) + "\n"
+def render_html(report: dict, out_dir: str | None = None) -> str:
+    """report.html; with ``out_dir`` (where it is written) it links the files beside it."""
+    return template().render(page_model(report, out_dir)) + "\n"
 
 
 def render_svg(macro: str, geometry: dict) -> str:

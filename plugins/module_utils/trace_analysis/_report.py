@@ -329,6 +329,10 @@ def _rank_row(s: dict, node: str, traces_dir: str) -> dict:
         "file": s["file"] if s.get("node") else os.path.relpath(s["file"], traces_dir),
         "gpu": s["gpu"],
         "total_time_us": s["total_time_ms"] * 1000.0,
+        # The rank's mean step (one ProfilerStep#N). iteration_time_ms is the same value under its
+        # older name, a deprecated alias kept for readers of earlier reports: CVS's "iteration" is
+        # the whole profiled window (total_time_us here, avg_iteration_time_ms in performance).
+        "step_time_ms": s["iterations"]["mean"],
         "iteration_time_ms": s["iterations"]["mean"],
         "iterations": s["iterations"],
         "compute_ratio": s["compute_ratio"],

@@ -164,8 +164,10 @@ def test_bad_files_give_one_clear_error_naming_the_file(tmp_path, content, words
 def test_a_slow_rank_is_named_with_its_node_though_every_iteration_time_is_equal(tmp_path, combined_tree):
     root = combined_tree(tmp_path, [50, 50, 50, 50, 80, 50])
     report = _report.build_report(str(root), max_workers=2)
-    iteration = {r["rank"]: r["iteration_time_ms"] for r in report["per_rank_summary"]}
-    assert len(set(round(v, 6) for v in iteration.values())) == 1  # synchronous: all the same
+    step = {r["rank"]: r["step_time_ms"] for r in report["per_rank_summary"]}
+    assert len(set(round(v, 6) for v in step.values())) == 1  # synchronous: all the same
+    # iteration_time_ms: the same per-step value, a deprecated alias kept for earlier reports' readers.
+    assert all(r["iteration_time_ms"] == r["step_time_ms"] for r in report["per_rank_summary"])
     assert [(s["rank"], s["node"]) for s in report["stragglers"]] == [(4, "gpu-c")]
     assert (
         report["stragglers"][0]["comm_wait_per_iteration_ms"]
@@ -242,7 +244,12 @@ def test_outputs_are_written(tmp_path, combined_tree):
     written = json.loads(Path(paths["report"]).read_text())
     assert written["stragglers"][0]["rank"] == 2
     lines = Path(paths["csv"]).read_text().splitlines()
-    assert lines[0].startswith("rank,node,file,iteration_time_ms") and len(lines) == 5
+    # A step is one ProfilerStep#N; the rank's CVS iteration (its profiled window) is total_time_us.
+    assert lines[0].startswith(
+        "rank,node,file,step_time_ms,compute_ratio,comm_ratio,overlap_ratio,compute_per_step_ms,"
+        "comm_wait_per_step_ms,total_time_us,"
+    )
+    assert "iteration" not in lines[0] and len(lines) == 5
     html = Path(paths["html"]).read_text()
     assert "data:image/png" not in html and html.count("<svg") == 5  # 2 heat maps, 2 histograms, the bars
     assert "<h2>Stragglers</h2><table id='stragglers'>" in html and "<td>2</td><td>gpu-b</td>" in html

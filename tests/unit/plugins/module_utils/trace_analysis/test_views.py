@@ -19,7 +19,7 @@ def ranks(nodes: int, per_node: int = 8, slow_node=None, seed: int = 1):
             "node": f"node-{r // per_node:04d}",
             "compute_per_iteration_ms": 100.0 * (1.3 if r // per_node == slow_node else 1.0) * rng.gauss(1, 0.02),
             "comm_wait_per_iteration_ms": 20.0 * rng.gauss(1, 0.05),
-            "iteration_time_ms": 130.0,
+            "step_time_ms": 130.0,
         }
         for r in range(nodes * per_node)
     ]
@@ -40,9 +40,10 @@ def test_a_slow_node_is_a_red_row_and_every_cell_names_its_node_and_rank():
 
 def test_8000_cells_stay_under_a_megabyte_and_small_clusters_get_node_names_beside_the_rows():
     big = _render.render_svg("heatmap", _views.heatmap(ranks(1000), "compute_per_iteration_ms", "compute", "ms"))
-    assert len(re.findall("<rect ", big)) == 8000 and len(big.encode()) < 1_000_000
+    assert len(re.findall(r"<rect [^>]*><title>", big)) == 8000 and len(big.encode()) < 1_000_000
     small = _render.render_svg("heatmap", _views.heatmap(ranks(8), "compute_per_iteration_ms", "compute", "ms"))
-    assert small.count("<text ") == 8 and ">node-0007</text>" in small
+    assert len(re.findall(r">node-\d{4}</text>", small)) == 8 and ">node-0007</text>" in small
+    assert ">node-0007</text>" not in big  # a row of 1 px: the node is in each cell's title
 
 
 def test_the_histogram_counts_every_rank_once():
@@ -70,3 +71,57 @@ def test_views_need_two_ranks_and_a_value():
     shown = _views.views({"per_rank_summary": ranks(2)}, 0.1)
     assert [v["what"] for v in shown] == [what for _key, what in _views.VIEW_KEYS]
     assert all(v["heat"] and v["hist"] for v in shown)
+
+
+def _inside(svg: str) -> list:
+    """Every text of ``svg`` with its extent by _views.text_w, and those that run past the SVG's edge
+    (a rotated axis title is measured along its height)."""
+    doc = xml.dom.minidom.parseString(svg).documentElement
+    width, height = float(doc.getAttribute("width")), float(doc.getAttribute("height"))
+    texts, outside = [], []
+    for node in doc.getElementsByTagName("text"):
+        words = "".join(c.data for c in node.childNodes if c.nodeType == c.TEXT_NODE)
+        x, y, font = float(node.getAttribute("x")), float(node.getAttribute("y")), int(node.getAttribute("font-size"))
+        w = _views.text_w(words, font)
+        anchor = node.getAttribute("text-anchor") or "start"
+        if node.getAttribute("transform").startswith("rotate(-90"):
+            box = (x - font, y - w / 2, x, y + w / 2)
+        else:
+            start = {"start": x, "middle": x - w / 2, "end": x - w}[anchor]
+            box = (start, y - font, start + w, y + 3)
+        texts.append(words)
+        if box[0] < 0 or box[1] < 0 or box[2] > width or box[3] > height:
+            outside.append((words, box, (width, height)))
+    return texts, outside
+
+
+def test_every_axis_is_labelled_with_its_quantity_and_unit_and_no_label_runs_past_the_edge():
+    # The first real run's clipped label: a 107.8 ms step drawn right-aligned at x=40 read ".7.8 ms".
+    few = ranks(2, per_node=4)
+    for r in few:
+        r.update(step_time_ms=107.8, compute_per_iteration_ms=60.0, comm_wait_per_iteration_ms=20.0)
+    bars = _render.render_svg("rank_bars", _views.rank_bars(few, set()))
+    texts, outside = _inside(bars)
+    assert outside == [] and "108" in texts and "ms per step" in texts and "rank" in texts
+    hist = _views.histogram(ranks(16), "compute_per_iteration_ms", "c", "ms", what="compute per step")
+    texts, outside = _inside(_render.render_svg("histogram", hist))
+    assert outside == [] and "compute per step (ms)" in texts and "ranks" in texts and "0" in texts
+    assert str(hist["top"]) in texts and hist["low"] in texts and hist["high"] in texts
+    # Node names as long as a fully qualified host name, or longer.
+    named = [
+        dict(r, node=f"gpu-node-{r['rank'] // 8:03d}.rack-17.cluster.example.internal{'x' * 20}") for r in ranks(4)
+    ]
+    heat = _views.heatmap(named, "compute_per_iteration_ms", "compute per step by node and local rank", "ms")
+    texts, outside = _inside(_render.render_svg("heatmap", heat))
+    assert outside == [] and "local rank (GPU) →" in texts and "node" in texts
+    assert [t for t in texts if t.startswith("gpu-node-000.")] == [named[0]["node"][:39] + "…"]
+    assert [str(n) for n in range(8)] == [t for t in texts if t.isdigit()]  # the local ranks, numbered
+    assert any(t.startswith("median rank (") and t.endswith(" ms)") for t in texts)  # the colour key
+    texts, outside = _inside(
+        _render.render_svg("heatmap", _views.heatmap(ranks(1000), "compute_per_iteration_ms", "c", "ms"))
+    )
+    assert outside == [] and "node ↓ (rank order)" in texts
+
+
+def test_tick_labels_are_short_and_never_an_exponent():
+    assert [_views.tick(v) for v in (1080.4, 107.8, 17.83, 1.234, 0.01234)] == ["1080", "108", "17.8", "1.23", "0.0123"]
