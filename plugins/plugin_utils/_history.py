@@ -534,7 +534,7 @@ HEADERS = (
     "image",
     "throughput",
     "step time",
-    "iteration time",
+    "CVS iteration (profiled window)",
     "slow nodes and ranks",
     "drift",
     "fingerprint",

@@ -333,6 +333,8 @@ FILES = (
     ("timeline.json", "every rank on one clock (Chrome trace / Perfetto)"),
     ("junit.xml", "the run as JUnit XML, for a CI system's test view"),
     ("logs/", "each node's whole torchrun output"),
+    ("console.log", "the run's own console lines: its start, progress, end table, headline and verdict"),
+    ("variables.json", "every aorta_* variable the run used, secrets masked"),
 )
 
 
