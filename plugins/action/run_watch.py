@@ -7,6 +7,7 @@ loop is plugin_utils/_watch.py's ``watch``, the same as each node's own wait."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from typing import Any
 
@@ -77,9 +78,14 @@ class ActionModule(ActionBase):
     ) -> Callable[[], _watch.Reading]:
         """``read``, that first tells the head once the user asked the run to stop on the controller
         (the first Ctrl-C or SIGTERM: plugin_utils/_interrupt.py): one command writes the head's stop
-        request, which its aggregator turns into every node's stop."""
+        request, which its aggregator turns into every node's stop. When ansible-playbook is gone (a
+        SIGKILL: an AWX cancel), this worker, which leads a process group of its own, ends too
+        instead of polling the head on its own: the nodes keep the run (aorta_orphan_grace_seconds)."""
+        parent = os.getppid()
 
         def stopping() -> _watch.Reading:
+            if os.getppid() != parent:  # reparented: nobody will read this result
+                os._exit(0)
             if "stop_requested" not in result:
                 stop = _interrupt.claim("while training")
                 if stop is not None:

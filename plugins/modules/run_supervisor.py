@@ -185,6 +185,12 @@ options:
         description: Silence allowed to a node that said it is stopping (capture, grace, kill, cleanup).
         type: float
         default: 330
+      orphan_grace:
+        description:
+          - On the head, seconds after which it stops every node once no controller has watched the run
+            (the watch's poll touches C(aggregates/<run_id>.watched)), counted from its launch; 0 never.
+        type: float
+        default: 0
   kernel_log:
     description: Scan the node's kernel log (C(journalctl -k), else C(dmesg)) between the run's start and end.
     type: bool
@@ -432,7 +438,8 @@ def make_watch(spec, run_id, directory):
         aggregate = os.path.join(aggregate_dir, f"{run_id}.json")
         link = _aggregator.HeadLink(aggregator, spec["head_address"], spec["port"], aggregate, write=write_json_atomic)
         stop_path = _aggregator.stop_request_path(aggregate)
-        return _aggregator.HeadWatch(link, spec["stopping_timeout"], stop_path=stop_path)
+        orphan = _aggregator.Orphan(_aggregator.watched_path(aggregate), spec.get("orphan_grace") or 0)
+        return _aggregator.HeadWatch(link, spec["stopping_timeout"], stop_path=stop_path, orphan=orphan)
     link = _aggregator.WorkerLink(secret, run_id, spec["node"], spec["head_address"], spec["port"])
     return _aggregator.WorkerWatch(link, spec["head"], spec["heartbeat_timeout"], spec["join_timeout"])
 
@@ -479,6 +486,7 @@ def _argument_spec():
                 "heartbeat_timeout": {"type": "float", "default": 30},
                 "join_timeout": {"type": "float", "default": 120},
                 "stopping_timeout": {"type": "float", "default": 330},
+                "orphan_grace": {"type": "float", "default": 0},
             },
         },
         "kernel_log": {"type": "bool", "default": True},

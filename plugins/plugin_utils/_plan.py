@@ -241,6 +241,9 @@ def node_launch(
     supervisor = _supervisor(s, r, script)
     # The head watches the run: every node reports to it; it stops every node when one fails or goes silent.
     supervisor["watch"] = _watch(node, nodes, head, master, port, r.deadlines)
+    # A run no controller watches any more (an AWX cancel: SIGKILL) is stopped by its head after
+    # this long; 0 keeps it to its deadline (plugin_utils/_interrupt.py stops a Ctrl-C at once).
+    supervisor["watch"]["orphan_grace"] = int(s["aorta_orphan_grace_seconds"] or 0)
     if pyspy.get("source"):
         supervisor.update(pyspy_path=pyspy["node_path"], pyspy_sha256=pyspy["sha256"])
     if fabric_if:

@@ -27,6 +27,7 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any, Optional
 
+from ansible_collections.aorta.cluster.plugins.module_utils.node_runtime._aggregator import watched_path
 from ansible_collections.aorta.cluster.plugins.module_utils.node_runtime._time_bounds import NEVER_STARTED_S
 from ansible_collections.aorta.cluster.plugins.plugin_utils._progress import due_line, progress_line, save_snapshot
 
@@ -42,11 +43,13 @@ class Unreachable(Exception):
 def long_poll_command(status_path: str, aggregate_path: str | None, seconds: int) -> str:
     """One remote command: wait up to ``seconds`` for the supervisor to finish, then print the
     aggregate (when a path is given: the head's), a marker line and the supervisor's status. It fails
-    when the status is not there."""
+    when the status is not there. On the head it first leaves the mark that a controller watches the
+    run (aorta_orphan_grace_seconds counts from the last one): no command of its own."""
     status = shlex.quote(status_path)
     aggregate = f"cat -- {shlex.quote(aggregate_path)} 2>/dev/null; " if aggregate_path else ""
+    mark = f"touch -- {shlex.quote(watched_path(aggregate_path))} 2>/dev/null; " if aggregate_path else ""
     return (
-        f"i=0; while [ $i -lt {int(seconds)} ] && ! grep -qs '\"finished\": true' {status}; "
+        f"{mark}i=0; while [ $i -lt {int(seconds)} ] && ! grep -qs '\"finished\": true' {status}; "
         "do sleep 1; i=$((i+1)); done; "
         f"{aggregate}echo; echo {MARK}; cat -- {status}"
     )

@@ -13,12 +13,17 @@ import re
 import stat
 import subprocess
 import sys
+import threading
+import time
+import uuid
 from pathlib import Path
 
 import ansible_runner
 import pytest
 import standin  # tests/standin, put on sys.path by conftest
 import yaml
+
+from ansible_collections.aorta.cluster.plugins.module_utils.node_runtime._time_bounds import HEARTBEAT_S, stop_bound_s
 
 REPO = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
@@ -180,3 +185,68 @@ def test_survey_cluster_file_route_in_check_mode(standin_cluster, tmp_path):
     ranks = sorted(int(m["node"].split("rank ", 1)[1].split(",")[0]) for m in shown)
     assert ranks == list(range(len(standin_cluster.nodes)))
     assert standin_cluster.containers_left() == []
+
+
+def controller_processes(marker: str) -> list[str]:
+    """Processes on this machine whose command line holds ``marker`` (the job's private data dir)."""
+    out = subprocess.run(["ps", "-eo", "pid=,args="], capture_output=True, text=True, check=True).stdout
+    return [line.strip() for line in out.splitlines() if marker in line and "ps -eo" not in line]
+
+
+def test_a_cancelled_job_is_stopped_by_the_head_after_the_orphan_grace_and_leaves_no_watcher(standin_cluster, tmp_path):
+    """AWX's cancel (ansible-runner sends SIGKILL to the job's process group: nothing can trap it).
+    With aorta_orphan_grace_seconds 60 the head stops every node once no watch has polled for that
+    long; the head watch's worker, which leads a process group of its own, does not poll on."""
+    grace, orphan = 10, 60
+    run_id = "cancel-" + uuid.uuid4().hex[:6]
+    extravars = {
+        **standin_vars(),
+        "aorta_results_root": str(tmp_path / "aorta-results"),
+        "aorta_run_id": run_id,
+        "aorta_timeout_seconds": 900,
+        "aorta_kill_grace_seconds": grace,
+        "aorta_orphan_grace_seconds": orphan,
+        "aorta_training_overrides": {"training.max_steps": 1000000},
+    }
+    pdd = private_data_dir(tmp_path, awx_inventory_from_source(standin_cluster.cluster_json), extravars)
+    cancel = threading.Event()
+    thread, runner = ansible_runner.run_async(
+        private_data_dir=str(pdd),
+        project_dir=str(REPO),
+        playbook=TEMPLATE["playbook"],
+        ident="job-cancel",
+        quiet=True,
+        cancel_callback=cancel.is_set,
+    )
+    try:
+        for _attempt in range(300):
+            statuses = [standin_cluster.node_status(i, run_id) for i in range(len(standin_cluster.nodes))]
+            if all(s and s["state"] == "running" and min(s["progress"].values() or [0]) > 0 for s in statuses):
+                break
+            assert thread.is_alive(), runner.stdout.read()[-3000:]
+            time.sleep(1)
+        time.sleep(5)  # the head's watch is polling
+    finally:
+        cancel.set()
+    cancelled = time.monotonic()
+    thread.join(60)
+    assert runner.status == "canceled", runner.status
+    # The watch's worker sees it was left at its next poll (aorta_poll_seconds 2 here) and ends.
+    for _attempt in range(30):
+        left = controller_processes(str(pdd))
+        if not left:
+            break
+        time.sleep(1)
+    assert left == [], left
+    bound = orphan + stop_bound_s(grace, 0) + 2 * HEARTBEAT_S + 15
+    for _attempt in range(int(bound)):
+        there = standin_cluster.containers_of(run_id) + standin_cluster.workload_processes()
+        if not there:
+            break
+        time.sleep(1)
+    gone_after = time.monotonic() - cancelled
+    assert there == [] and gone_after < bound, (there, gone_after, bound)
+    assert gone_after > orphan - 10, gone_after  # the head waited for the grace, not the deadline
+    for index in range(len(standin_cluster.nodes)):
+        status = standin_cluster.node_status(index, run_id)
+        assert status["finished"] and "no controller has watched the run" in status["reason"], status

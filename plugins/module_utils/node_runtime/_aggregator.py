@@ -34,6 +34,7 @@ import contextlib
 import hashlib
 import hmac
 import json
+import os
 import socket
 import threading
 import time
@@ -102,6 +103,35 @@ def stop_request_path(aggregate_path):
     (``aggregates/<run_id>.stop``); the file holds one line, the reason."""
     base = aggregate_path[:-5] if aggregate_path.endswith(".json") else aggregate_path
     return base + ".stop"
+
+
+def watched_path(aggregate_path):
+    """The mark the controller's watch leaves at each poll (``aggregates/<run_id>.watched``)."""
+    base = aggregate_path[:-5] if aggregate_path.endswith(".json") else aggregate_path
+    return base + ".watched"
+
+
+class Orphan:
+    """Whether no controller has watched the run for ``grace_s`` (0: never asked): the age of the
+    watch's mark, or, before the first poll left one, of this object (the launch). Wall clock: the
+    mark's time is the head's own."""
+
+    def __init__(self, path, grace_s, wall=time.time):
+        self.path, self.grace_s, self.wall = path, float(grace_s or 0), wall
+        self.since = wall()
+
+    def reason(self):
+        """Why the run must stop, or None."""
+        if self.grace_s <= 0:
+            return None
+        try:
+            last = max(os.stat(self.path).st_mtime, self.since)
+        except OSError:
+            last = self.since
+        age = self.wall() - last
+        if age < self.grace_s:
+            return None
+        return f"no controller has watched the run for {age:.0f} s (aorta_orphan_grace_seconds {self.grace_s:g})"
 
 
 def read_stop_request(path):
@@ -386,14 +416,19 @@ class HeadWatch:
 
     role = "head"
 
-    def __init__(self, link, linger_s, clock=time.monotonic, sleep=time.sleep, stop_path=None):
+    def __init__(self, link, linger_s, clock=time.monotonic, sleep=time.sleep, stop_path=None, orphan=None):
         self.link, self.linger_s, self.clock, self.sleep = link, float(linger_s), clock, sleep
         self.linger_end = None
         self.stop_path = stop_path  # the controller's stop request (stop_request_path)
+        self.orphan = orphan  # no controller watching for too long (Orphan), None: never asked
 
-    def _controller_stop(self):
-        """Take the controller's stop request into the aggregator once it is there."""
+    def _controller_stop(self, orphan=True):
+        """Take the controller's stop request into the aggregator once it is there, or, once the
+        ranks started (``orphan``), the orphan's: no controller has watched the run for
+        aorta_orphan_grace_seconds."""
         reason = read_stop_request(self.stop_path)
+        if reason is None and orphan and self.orphan is not None:
+            reason = self.orphan.reason()
         if reason is not None:
             with self.link.lock:
                 self.link.aggregator.request_stop(reason, self.clock())
@@ -403,12 +438,14 @@ class HeadWatch:
         aggregator itself: a node not heard from within its join timeout stops the run."""
         self.link.start()
         while True:
-            self._controller_stop()
+            self._controller_stop(orphan=False)
             answer = self.link.report({"state": "joining", "finished": False})
             stop = _stop_of(answer, "head")
             if stop:
                 return f"the run stopped before its ranks started: {stop['reason']}"
             if answer.get("go"):
+                if self.orphan is not None:  # the controller's watch starts once every node launched
+                    self.orphan.since = self.orphan.wall()
                 return ""
             self.sleep(JOIN_POLL_S)
 

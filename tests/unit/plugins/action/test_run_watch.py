@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from ansible_collections.aorta.cluster.plugins.action.run_watch import ActionModule
 from ansible_collections.aorta.cluster.plugins.plugin_utils import _interrupt
 
@@ -61,3 +63,22 @@ def test_a_stop_the_user_asked_for_is_sent_to_the_head_once_before_the_next_read
     assert len(commands) == 1 and "/var/tmp/aorta-cluster/aggregates/r1.stop" in commands[0]
     assert result["stop_requested"]["phase"] == "while training" and len(reads) == 3
     assert said == ["asked the head to stop every node: interrupted (SIGINT)"]
+
+
+def test_the_watch_ends_when_its_ansible_playbook_is_gone(monkeypatch):
+    """A SIGKILLed ansible-playbook (an AWX cancel) leaves its workers in their own process groups:
+    the head's watch must not go on polling for nobody."""
+    parents = iter([100, 100, 1])
+    monkeypatch.setattr("os.getppid", lambda: next(parents))
+
+    class Ended(Exception):
+        pass
+
+    def exit_(code):
+        raise Ended(code)
+
+    monkeypatch.setattr("os._exit", exit_)
+    read = ActionModule.stopping_reader(lambda: (None, None), lambda line: {}, "/a/r1.json", print, {})
+    assert read() == (None, None)
+    with pytest.raises(Ended):
+        read()

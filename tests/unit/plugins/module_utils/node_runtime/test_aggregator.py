@@ -5,6 +5,7 @@ clock, and its two sides over real UDP sockets on loopback."""
 from __future__ import annotations
 
 import json
+import os
 import socket
 import threading
 import time
@@ -375,3 +376,40 @@ def test_no_stop_request_file_reads_as_none_and_an_empty_one_still_stops(tmp_pat
     assert ag.read_stop_request(None) is None and ag.read_stop_request(str(tmp_path / "none.stop")) is None
     (tmp_path / "empty.stop").write_text("")
     assert ag.read_stop_request(str(tmp_path / "empty.stop")) == "stopped from the controller"
+
+
+def test_a_run_no_controller_watches_for_the_grace_is_stopped_by_the_head(tmp_path):
+    """aorta_orphan_grace_seconds: the watch's poll touches the mark; its age (or the launch's,
+    before the first poll) past the grace is a stop; 0 never stops."""
+    now = [1000.0]
+    mark = tmp_path / "run1.watched"
+    orphan = ag.Orphan(str(mark), 60, wall=lambda: now[0])
+    assert orphan.reason() is None
+    now[0] = 1061.0
+    assert orphan.reason() == "no controller has watched the run for 61 s (aorta_orphan_grace_seconds 60)"
+    mark.touch()
+    os.utime(mark, (1050.0, 1050.0))
+    assert orphan.reason() is None  # a poll 11 s ago
+    now[0] = 1111.0
+    assert orphan.reason().startswith("no controller has watched the run for 61 s")
+    assert ag.Orphan(str(mark), 0, wall=lambda: now[0]).reason() is None
+    assert ag.watched_path("/v/aggregates/run1.json") == "/v/aggregates/run1.watched"
+
+
+def test_the_orphan_stop_waits_for_the_ranks_to_start(head, tmp_path):
+    """During the join the controller is still launching (no watch yet): no orphan stop; after
+    the go, the grace counts from then."""
+    watch, port, _written = head
+    now = [0.0]
+    watch.orphan = ag.Orphan(str(tmp_path / "none.watched"), 5, wall=lambda: now[0])
+    now[0] = 100.0  # a long join: past the grace already
+    w1, w2 = worker("w1", port), worker("w2", port)
+    assert join_all(w1, w2) == ["", ""]
+    time.sleep(0.6)
+    assert watch.joined == {"head": ""} and watch.orphan.since == 100.0
+    assert watch.beat(running()) is None
+    now[0] = 106.0
+    stop = watch.beat(running())
+    assert stop["node"] == "controller" and stop["kind"] == "stopped" and "watched" in stop["reason"]
+    assert w1.beat(running())["kind"] == "stopped"
+    watch.link.close()
