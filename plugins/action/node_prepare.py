@@ -13,9 +13,11 @@ from ansible.utils.display import Display
 
 from ansible_collections.aorta.cluster.plugins.action.node_probe import ActionModule as ProbeAction
 from ansible_collections.aorta.cluster.plugins.module_utils.node_runtime import _time_bounds
+from ansible_collections.aorta.cluster.plugins.module_utils.node_runtime._probe import PULL_ANSWER_S
 from ansible_collections.aorta.cluster.plugins.plugin_utils import _settings
 from ansible_collections.aorta.cluster.plugins.plugin_utils._cluster_file import partial_cluster
 from ansible_collections.aorta.cluster.plugins.plugin_utils._launch import LaunchError, launch_mode
+from ansible_collections.aorta.cluster.plugins.plugin_utils._preflight import archive_images, message
 from ansible_collections.aorta.cluster.plugins.plugin_utils._tools import pyspy_plan
 from ansible_collections.aorta.cluster.plugins.plugin_utils._vocabulary import READ_BY
 
@@ -219,7 +221,8 @@ class ActionModule(ProbeAction):
         mine.pop("port", None)  # the head's port is the run's, not this worker's candidate
         (mine.setdefault("facts", {}))["connect"] = (proved.get("facts") or {}).get("connect")
         if proved.get("failed"):
-            mine.update(failed=True, msg=proved.get("msg"), failures=proved.get("failures") or [proved.get("msg")])
+            failures = proved.get("failures") or [proved.get("msg")]
+            mine.update(failed=True, msg=message(failures), failures=failures)
         return mine
 
     def _prepare(
@@ -229,9 +232,15 @@ class ActionModule(ProbeAction):
         script = s["aorta_experiment_script"] if mode == "script" else s["aorta_train_script"]
         paths = [s["aorta_base_config"], script]
         archive = str(s["aorta_image_archive"] or "")
+        # Existence is the question; hashing a multi-GB image archive is not (its index is read, not its layers).
+        archive_exists = bool(archive) and os.path.exists(archive)
+        # Whether a node that lacks the image pulls it (missing) or fails preflight (never).
+        pull = str(s["aorta_image_pull"] or "missing")
         args: dict[str, Any] = {
             "docker": "docker",
             "image": s["aorta_docker_image"],
+            # Where the node lacks the image and no archive is given: pulled in the probe itself.
+            "pull": {"answer_s": PULL_ANSWER_S} if not archive and pull != "never" else None,
             "root": s["aorta_path"],
             "paths": paths,
             # The health checks count the GPUs themselves (partition modes, the tool that counted).
@@ -248,8 +257,9 @@ class ActionModule(ProbeAction):
             "expect": {
                 "image": s["aorta_docker_image"],
                 "image_archive": archive,
-                # Existence is the question; hashing a multi-GB image archive is not.
-                "archive_exists": bool(archive) and os.path.exists(archive),
+                "archive_exists": archive_exists,
+                "archive_images": archive_images(archive) if archive_exists else None,
+                "image_pull": pull,
                 "aorta_path": s["aorta_path"],
                 "paths": paths,
                 "min_free_gb": s["aorta_min_free_gb"],
@@ -288,6 +298,9 @@ class ActionModule(ProbeAction):
             # unreachable is named at once and nothing waits on it again.
             return {"failed": True, "own": True, "reached": False, "msg": f"preflight[ssh]: unreachable: {node}: {exc}"}
         probed.update(own=True, reached=True)
+        if probed.get("failed") and probed.get("failures"):
+            # One failure whole and how many more: every one stays in ``failures`` (run.json, unhealthy.txt).
+            probed["msg"] = message(probed["failures"])
         if probed.get("failed") and not str(probed.get("msg", "")).startswith("preflight"):
             probed["msg"] = f"preflight: {node}: {probed.get('msg', 'failed')}"
         display.vvv(f"{node}: prepared ({'head' if head_seen is None else 'worker'})")

@@ -15,8 +15,15 @@ version_added: 0.1.0
 description:
   - "Refuses a job that sees part of the cluster (a --limit or an AWX slice) before touching any node."
   - "Probes the node with M(aorta.cluster.node_probe) and judges the answer on the controller: docker,
-    image (or the archive on the controller), the checkout's files, free disk, GPU devices, the fabric
-    interface holding the node's C(vpc_ip), and the node's lease for this run."
+    the image, the checkout's files, free disk, GPU devices, the fabric interface holding the node's
+    C(vpc_ip), and the node's lease for this run."
+  - "A node without the image gets it in the same probe, with no remote command more: with
+    C(aorta_image_archive), the archive must exist on the controller and hold the image (its index is read
+    there, nothing is copied); otherwise C(docker pull) starts in the probe and preflight fails with docker's
+    own error line when the registry says no, or when it gives no answer within 60 seconds. A pull under way
+    goes on on the node and the launch's own pull joins it. With C(aorta_image_pull=never) the node fails
+    instead. Not pulled in check mode."
+  - "A failed node's C(msg) is its first failure and how many more there are; C(failures) holds every one."
   - "The head goes first: it takes its lease and picks the rendezvous port on itself. Every worker waits
     for the head's verdict (a file in the results directory's C(.plan)), then proves one TCP connection
     from its own address on the interface gloo will use to the head's address and port. Of two runs
@@ -70,4 +77,9 @@ own:
   description: False on a worker not probed because the head failed (it is not named for it).
   returned: on failure
   type: bool
+failures:
+  description: Every failed check of the node, one line each (C(msg) says the first and how many more).
+  returned: when the node's own checks failed
+  type: list
+  elements: str
 """

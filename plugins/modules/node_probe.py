@@ -10,9 +10,10 @@ module: node_probe
 short_description: Everything preflight asks of a node, in one module run
 version_added: 0.1.0
 description:
-  - "Gathers in one run what preflight needs of the node: docker's server version, the image's id,
-    the aorta checkout's files, free space, GPU devices and count, the interfaces and their
-    addresses, the video/render group ids and the devices a container needs, the node's clock."
+  - "Gathers in one run what preflight needs of the node: docker's server version, the image's id (the
+    image pulled first where missing, with O(pull)), the aorta checkout's files, free space, GPU devices
+    and count, the interfaces and their addresses, the video/render group ids and the devices a
+    container needs, the node's clock."
   - "With O(lease), holds the node for the run first (see M(aorta.cluster.node_lease)); with O(port),
     picks a free TCP port on this node (see M(aorta.cluster.free_port)): give both to the head."
   - "It judges nothing: the action plugin of the same name judges the facts on the controller with
@@ -28,6 +29,20 @@ options:
     description: The image whose id to read.
     type: str
     default: ""
+  pull:
+    description:
+      - "Pull O(image) when the node lacks it, in this same module run: C(docker pull) starts in its own
+        session and is watched until it ends, shows that the registry has the image (its first line of
+        progress), or has said nothing for O(pull.answer_s) seconds (it is then stopped). C(facts.pull) says
+        which: C(state) V(pulled), V(pulling) (the layers are coming: the pull goes on on the node, detached,
+        and the launch's own pull joins it), V(failed) (C(error): docker's own error line) or V(no answer)."
+      - Not in check mode. Without it a missing image is only reported (C(facts.image_id) null).
+    type: dict
+    suboptions:
+      answer_s:
+        description: Seconds the pull has to show progress or fail.
+        type: float
+        default: 60
   root:
     description: The aorta checkout; O(paths) are relative to it and free space is read there.
     type: path
@@ -142,6 +157,15 @@ options:
       archive_exists:
         description: Whether that archive exists on the controller.
         type: bool
+      archive_images:
+        description:
+          - The image names that archive holds (its C(manifest.json), read without unpacking it); null when
+            that cannot be told cheaply (a compressed archive).
+        type: list
+        elements: str
+      image_pull:
+        description: C(aorta_image_pull) (V(missing) or V(never)); with V(never) a node without the image fails.
+        type: str
       aorta_path:
         description: The aorta checkout, for the messages.
         type: str
@@ -245,7 +269,7 @@ EXAMPLES = r"""
 RETURN = r"""
 facts:
   description: What the node said (docker, image_id, paths, disk, gpu_devices, gpus, container_devices,
-    group_ids, interfaces, uid, gid, tools, clock, and health with O(health)).
+    group_ids, interfaces, uid, gid, tools, clock, health with O(health), and pull where O(pull) pulled).
   returned: always
   type: dict
 lease:
@@ -308,6 +332,7 @@ def _argument_spec() -> dict:
     return {
         "docker": {"type": "str", "default": "docker"},
         "image": {"type": "str", "default": ""},
+        "pull": {"type": "dict", "options": {"answer_s": {"type": "float", "default": 60}}},
         "root": {"type": "path", "default": ""},
         "paths": {"type": "list", "elements": "str", "default": []},
         "count_gpus": {"type": "bool", "default": False},
@@ -348,6 +373,8 @@ def _argument_spec() -> dict:
                 "image": {"type": "str"},
                 "image_archive": {"type": "str"},
                 "archive_exists": {"type": "bool"},
+                "archive_images": {"type": "list", "elements": "str"},
+                "image_pull": {"type": "str"},
                 "aorta_path": {"type": "str"},
                 "paths": {"type": "list", "elements": "str"},
                 "min_free_gb": {"type": "float"},
@@ -425,7 +452,10 @@ def main() -> None:
 
     if p["lease"]:
         _hold_node(module, run, result)
-    result["facts"] = gather(run, p["docker"], p["image"], p["root"], p["paths"], p["count_gpus"], p["read"])
+    # The image pulled where missing, in this same run (no remote command more): preflight names a tag
+    # the registry does not have, with docker's own error, before anything is launched.
+    pull = None if module.check_mode else p["pull"]
+    result["facts"] = gather(run, p["docker"], p["image"], p["root"], p["paths"], p["count_gpus"], p["read"], pull)
     result["facts"]["tools"] = tool_facts(p["tools"], module.check_mode)
     if p["health"]:
         result["facts"]["health"] = health_facts(p["health"], result["facts"], module.check_mode)

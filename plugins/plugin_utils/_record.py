@@ -12,6 +12,7 @@ manager, so the actions read each node once and hand the same values to every fu
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
@@ -19,6 +20,7 @@ from ansible_collections.aorta.cluster.plugins.plugin_utils._cluster_file import
 from ansible_collections.aorta.cluster.plugins.plugin_utils._diagnosis import diagnose_run
 from ansible_collections.aorta.cluster.plugins.plugin_utils._health_verdict import health_record
 from ansible_collections.aorta.cluster.plugins.plugin_utils._run import (
+    clip,
     node_setup_failure,
     node_table,
     run_status,
@@ -367,13 +369,20 @@ def console_lines(
 ) -> list[str]:
     """What the run prints at its end: its status, why it stopped (unless it completed with no node
     error), a line per node that was not ok (every node with ``every_node``: -v) and one of counts,
-    the drift, where the unhealthy nodes are listed, and where the results are."""
-    lines = [f"run {run_id}: {run['status']} - {run['message']}"]
+    the drift, where the unhealthy nodes are listed, and where the results are. The status and why
+    lines are cut at _run.MESSAGE_MAX characters (run.json holds the whole text); with every node
+    unhealthy no healthy.cluster.json is written, and none is suggested."""
+    lines = [clip(f"run {run_id}: {run['status']} - {run['message']}")]
     if run["status"] != "COMPLETED" or why.get("node_errors"):
-        lines.append(f"why: {why.get('summary')}")
+        lines.append(clip(f"why: {why.get('summary')}"))
     lines += node_table(rows, every_node)
     lines += health_found["drift_lines"]
-    if health_found["unhealthy"]:
+    unhealthy = {str(node.get("name")) for node in health_found["unhealthy"]}
+    if unhealthy and rows and all(str(row.get("name")) in unhealthy for row in rows):
+        lines.append(
+            f"unhealthy: all {len(rows)} nodes, listed in {results_dir}/unhealthy.txt (none left to re-run on)"
+        )
+    elif unhealthy:
         lines.append(
             f"unhealthy: {len(health_found['unhealthy'])} nodes, listed in {results_dir}/unhealthy.txt; "
             f"re-run with -i {results_dir}/healthy.cluster.json"
@@ -415,12 +424,15 @@ def cluster_source(hostvars: Mapping[str, Any], groups: Mapping[str, Any] | None
 def health_files(source: Any, health_found: Mapping[str, Any]) -> list[tuple[str, str]]:
     """``[(file name, text)]`` to write beside run.json, each mode 0600 (healthy.cluster.json may hold
     the SSH password): unhealthy.txt every run (empty when every node is healthy), and, when the nodes
-    came from a cluster file, healthy.cluster.json without the unhealthy nodes. Raises
-    ClusterFileError when that file cannot be read again."""
+    came from a cluster file, healthy.cluster.json without the unhealthy nodes, unless that leaves
+    none (no empty healthy.cluster.json is ever written). Raises ClusterFileError when that file
+    cannot be read again."""
     files = [("unhealthy.txt", str(health_found["unhealthy_text"]))]
     if source:
         names = [str(node["name"]) for node in health_found["unhealthy"]]
-        files.append(("healthy.cluster.json", healthy_cluster(str(source), names)))
+        healthy = healthy_cluster(str(source), names)
+        if json.loads(healthy).get("node_dict"):
+            files.append(("healthy.cluster.json", healthy))
     return files
 
 

@@ -19,6 +19,24 @@ STATES = ("ok", "failed", "timeout", "unreachable", "not_started", "excluded")
 # meets it loses its trace and may still exit 0 (Kineto logs "Failed to write to log file!").
 DISK_FULL_BYTES = 1 << 20
 _ENOSPC = "No space left on device"
+# A console line about a failure, at most (the verdict line's bound too): run.json keeps the whole text.
+MESSAGE_MAX = 300
+DETAILS = "\u2026(details in run.json)"
+
+
+def first_failure(failures: Sequence[Any]) -> str:
+    """A node's failed checks in a line: the first whole, and how many more there are (every one is in
+    run.json's ``unhealthy`` and unhealthy.txt)."""
+    more = f" (+{len(failures) - 1} more in run.json)" if len(failures) > 1 else ""
+    return f"{failures[0]}{more}" if failures else ""
+
+
+def clip(text: Any, limit: int = MESSAGE_MAX, details: str = DETAILS) -> str:
+    """``text`` as one line of at most ``limit`` characters: cut, saying ``details``, when longer."""
+    line = " ".join(part.strip() for part in str(text).splitlines() if part.strip())
+    if len(line) <= limit:
+        return line
+    return line[: max(limit - len(details), 0)].rstrip() + details
 
 
 def disk_full(status: Mapping[str, Any]) -> dict[str, Any] | None:
@@ -77,8 +95,9 @@ def node_state(wait: Mapping[str, Any] | None) -> dict[str, Any]:
 
 def node_setup_failure(node: str, task: Any, result: Any) -> tuple[str, bool]:
     """(what stopped ``node``'s setup, whether it was its own task) from its rescue's failed task name
-    and result: '' when the node only stopped because another failed (any_errors_fatal); the tail of a
-    failed command's stderr (3 lines) after its exit code. A worker not probed because the head
+    and result: '' when the node only stopped because another failed (any_errors_fatal); the result's
+    first failure whole where it lists them (``failures``: preflight's checks), else its msg; the tail
+    of a failed command's stderr (3 lines) after its exit code. A worker not probed because the head
     failed says so (its result's ``own`` is false)."""
     result = result if isinstance(result, Mapping) else {}
     if not task:
@@ -86,11 +105,20 @@ def node_setup_failure(node: str, task: Any, result: Any) -> tuple[str, bool]:
     own = boolean(result.get("own", True), strict=False)
     if not result.get("failed"):
         return "", own
-    message = f"{node}: {task}: {result.get('msg', 'failed')}"
+    # The checks' own lines where the step gave them (its msg may be cut for the console).
+    failures = result.get("failures")
+    said = first_failure(failures) if isinstance(failures, Sequence) and not isinstance(failures, str) else ""
+    message = f"{node}: {task}: {said or result.get('msg', 'failed')}"
     stderr = [str(line) for line in result.get("stderr_lines") or ()]
     if stderr:
         message += f" (rc {result.get('rc')}): " + " | ".join(stderr[-3:])
     return message, own
+
+
+def without_node(node: str, message: str) -> str:
+    """``message`` without ``node``'s name where it only says whose it is (``<node>: ``), to compare
+    the nodes' reasons; the name anywhere else keeps the reason the node's own."""
+    return re.sub(rf"(?<![\w.-]){re.escape(node)}: ", "", message)
 
 
 def setup_failure(names: Sequence[str], messages: Sequence[Any], own: Sequence[Any]) -> dict[str, Any]:
@@ -99,13 +127,18 @@ def setup_failure(names: Sequence[str], messages: Sequence[Any], own: Sequence[A
     ``messages[i]`` is what stopped ``names[i]`` ('' when it was stopped only because another node
     failed: any_errors_fatal), ``own[i]`` whether that was the node's own task. A run_once task's
     failure (the check that names the unreachable nodes) is reported by whichever node ran it:
-    that node is named only when no node failed a task of its own. Nodes in rank order."""
+    that node is named only when no node failed a task of its own. Nodes in rank order. When every
+    node (of two or more) failed its own task for the same reason (an image no node has), the
+    reason is said once: ``every node: <reason>``."""
     failed = [(str(n), str(m)) for n, m, o in zip(names, messages, own) if m and o]
     if not failed:
         failed = [(str(n), str(m)) for n, m in zip(names, messages) if m]
     if not failed:
         return {"message": "setup stopped on a node that is gone", "failed_nodes": [], "first_failure": None}
     nodes = [name for name, _message in failed]
+    reasons = {without_node(name, message) for name, message in failed}
+    if len(names) > 1 and len(failed) == len(names) and all(own) and len(reasons) == 1:
+        return {"message": f"every node: {reasons.pop()}", "failed_nodes": nodes, "first_failure": nodes[0]}
     message = failed[0][1]
     if len(nodes) > 1:
         shown = ", ".join(nodes[:10]) + (f" and {len(nodes) - 10} more" if len(nodes) > 10 else "")

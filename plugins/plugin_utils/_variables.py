@@ -112,6 +112,13 @@ def _names(value: Any) -> str | None:
     return None
 
 
+def _one_of(*choices: str) -> Callable[[Any], str | None]:
+    def rule(value: Any) -> str | None:
+        return None if str(value) in choices else f"must be one of {', '.join(choices)}"
+
+    return rule
+
+
 def _override_keys(value: Any) -> str | None:
     if not isinstance(value, Mapping):
         return None  # the text forms are parsed (and checked) by _launch.override_tokens
@@ -143,6 +150,7 @@ RULES: dict[str, Callable[[Any], str | None]] = {
     "aorta_environment": _env_names,
     "aorta_training_overrides": _override_keys,
     "aorta_docker_image": _not_empty,
+    "aorta_image_pull": _one_of("missing", "never"),
     # A fraction of the median: 0.1 means 10% slower; 0 or less would name every rank.
     "aorta_straggler_threshold": _above_zero,
     "aorta_site_variables": _names,

@@ -266,3 +266,32 @@ def test_node_without_the_image_loads_it_from_the_archive(standin_cluster, tmp_p
     assert proc.stdout.count(": loaded ") == 1
     assert f"{standin_cluster.nodes[last]['mgmt_ip']}: loaded {image} from " in proc.stdout
     assert image in standin_cluster.node_exec(last, "docker", "images", "--format", "{{.Repository}}:{{.Tag}}")
+    assert "preflight[image]" not in proc.stdout
+
+
+def test_an_image_that_is_nowhere_is_named_by_preflight_before_any_launch(standin_cluster, tmp_path):
+    """A tag that is on no node and not in the archive: preflight names it with what the archive
+    holds, nothing is copied or launched, every console line stays short; with every node excluded
+    as unhealthy for that one reason, it is said once and no empty healthy.cluster.json is written."""
+    missing = "rocm/pytorch:no-such-tag"
+    proc, run, results, elapsed = standin_cluster.run(tmp_path, aorta_docker_image=missing)
+    head = standin_cluster.nodes[0]["mgmt_ip"]
+    assert proc.returncode != 0 and run["status"] == "FAILED"
+    assert run["failed_nodes"] == [head], run["failed_nodes"]
+    said = f"preflight[image]: {head}: {missing} is not on the node and the archive "
+    assert said in run["message"] and "does not hold it (it holds aorta-standin-workload:" in run["message"]
+    assert "Launch on every node at once" not in proc.stdout and elapsed < 90, elapsed
+    assert standin_cluster.containers_left() == []
+    for index in range(len(standin_cluster.nodes)):
+        assert "workload-" not in standin_cluster.node_exec(index, "ls", "/tmp", check=False)
+    lines = [line for line in proc.stdout.splitlines() if line.startswith(("run ", "why: "))]
+    assert lines and max(len(line) for line in lines) <= 300, lines
+
+    proc, run, results, _elapsed = standin_cluster.run(
+        tmp_path, aorta_docker_image=missing, aorta_exclude_unhealthy=True
+    )
+    assert proc.returncode != 0 and run["status"] == "FAILED"
+    nodes = len(standin_cluster.nodes)
+    assert not (results / "healthy.cluster.json").exists()
+    assert f"unhealthy: all {nodes} nodes" in proc.stdout and "healthy.cluster.json" not in proc.stdout
+    assert len((results / "unhealthy.txt").read_text().splitlines()) == nodes

@@ -13,10 +13,14 @@ AnsibleModule.run_command).
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import grp
 import json
 import os
+import signal
+import subprocess
+import tempfile
 import time
 
 from ansible_collections.aorta.cluster.plugins.module_utils.node_runtime._lease import shared_dir
@@ -30,18 +34,111 @@ def _last_line(text):
     return lines[-1].strip() if lines else ""
 
 
-def docker_facts(run, docker, image):
-    """Server version (or why it does not answer) and the image's id (None when absent)."""
+# How long preflight waits for ``docker pull`` to show that the image can be had (its first line of
+# progress: the registry resolved the name) or to fail: a registry that says no (an unknown tag, a
+# refused login, a name that does not resolve) does within seconds; docker's own timeouts for a
+# registry that does not answer are 15 to 30 s per endpoint. Inside the prepare task's margin
+# (_time_bounds.PREPARE_MARGIN_S), for the head's probe and then each worker's.
+PULL_ANSWER_S = 60.0
+PULL_POLL_S = 0.2
+ERROR_LINE_MAX = 500  # docker's error line, kept whole in run.json up to this
+
+
+def _image_id(run, docker, image):
+    rc, out, _err = run([docker, "image", "inspect", "--format", "{{.Id}}", image])
+    return out.strip() if rc == 0 and out.strip() else None
+
+
+def docker_facts(run, docker, image, pull=None):
+    """Server version (or why it does not answer) and the image's id (None when absent). With
+    ``pull`` (a callable ``pull(docker, image) -> facts``, see ``pull_image``), a missing image is
+    pulled: ``facts["pull"]`` says how that went, and the id is read again when the pull ended."""
     rc, out, err = run([docker, "version", "--format", "{{.Server.Version}}"])
     facts = {
         "docker": {"ok": rc == 0, "version": out.strip() if rc == 0 else "", "error": "" if rc == 0 else err.strip()}
     }
     image_id = None
     if rc == 0 and image:
-        rc, out, _err = run([docker, "image", "inspect", "--format", "{{.Id}}", image])
-        image_id = out.strip() if rc == 0 else None
+        image_id = _image_id(run, docker, image)
+        if image_id is None and pull is not None:
+            facts["pull"] = pull(docker, image)
+            if facts["pull"]["state"] == "pulled":
+                image_id = _image_id(run, docker, image)
     facts["image_id"] = image_id
     return facts
+
+
+def error_line(text, limit=ERROR_LINE_MAX):
+    """Docker's own error, on one line: the last line that starts with ``Error``/``error`` (docker
+    prints ``Error response from daemon: ...``), else the last line; at most ``limit`` characters."""
+    lines = [" ".join(line.split()) for line in (text or "").splitlines() if line.strip()]
+    said = [line for line in lines if line.lower().startswith("error")]
+    line = (said or lines or [""])[-1]
+    return line if len(line) <= limit else line[: limit - 1] + "\u2026"
+
+
+def _read(handle):
+    handle.seek(0)
+    return handle.read().decode("utf-8", "replace")
+
+
+def _progress(text):
+    """Whether ``docker pull``'s stdout shows progress: any line but the CLI's own ``Using default
+    tag`` (printed before the registry is asked). The daemon sends its first line (``<tag>: Pulling
+    from <repo>``) once the registry has resolved the name; an error goes to stderr instead."""
+    return any(line.strip() and not line.startswith("Using default tag") for line in text.splitlines())
+
+
+def pull_image(docker, image, answer_s=PULL_ANSWER_S, poll_s=PULL_POLL_S):
+    """``docker pull image``, in its own session, watched until it ends, shows the image can be had,
+    or has said nothing for ``answer_s`` seconds. ``{"state", "error", "seconds", "answer_s"}``:
+
+    - ``pulled``: it ended well (a small image, or layers the node had);
+    - ``pulling``: the registry resolved the name and the layers are coming; the pull goes on on the
+      node, detached (its output to unlinked files), and the launch's own pull joins it (docker
+      shares a layer's download between pulls);
+    - ``failed``: it ended badly; ``error`` is docker's own error line;
+    - ``no answer``: nothing within ``answer_s``; the pull is stopped.
+    """
+    started = time.monotonic()
+
+    def said(state, error=""):
+        return {"state": state, "error": error, "seconds": round(time.monotonic() - started, 3), "answer_s": answer_s}
+
+    # Unlinked files, not pipes: a pull left to go on must not die of a reader gone.
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        try:
+            # Not module.run_command: that waits for the end, and a big image's end is the launch's.
+            proc = subprocess.Popen(  # pylint: disable=ansible-bad-function
+                [docker, "pull", image],
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=err,
+                start_new_session=True,
+                close_fds=True,
+            )
+        except OSError as exc:
+            return said("failed", f"cannot run {docker}: {exc.strerror or exc}")
+        while True:
+            rc = proc.poll()
+            if rc is not None:
+                if rc == 0:
+                    return said("pulled")
+                return said("failed", error_line(_read(err)) or f"docker pull exited {rc}")
+            if _progress(_read(out)):
+                return said("pulling")
+            if time.monotonic() - started >= answer_s:
+                _stop(proc)
+                return said("no answer", error_line(_read(err)))
+            time.sleep(poll_s)
+
+
+def _stop(proc):
+    """The pull's whole session killed and reaped (the docker CLI; the daemon drops its pull then)."""
+    with contextlib.suppress(OSError):
+        os.killpg(proc.pid, signal.SIGKILL)
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        proc.wait(timeout=5)
 
 
 def path_facts(root, relative_paths):
@@ -170,10 +267,17 @@ def tool_facts(tools, check_mode=False):
     return facts
 
 
-def gather(run, docker="docker", image="", root="", paths=(), count_gpus=False, read=""):
+def gather(run, docker="docker", image="", root="", paths=(), count_gpus=False, read="", pull=None):
     """One node's facts for preflight and the container start (``read``: a file under ``root`` whose
-    text comes back too)."""
-    facts = docker_facts(run, docker, image)
+    text comes back too; ``pull``: ``{"answer_s": s}`` to pull a missing image, see ``pull_image``)."""
+    puller = None
+    if pull is not None:
+        answer_s = float(pull.get("answer_s") or PULL_ANSWER_S)
+
+        def puller(docker, image):
+            return pull_image(docker, image, answer_s)
+
+    facts = docker_facts(run, docker, image, puller)
     facts["paths"] = path_facts(root, paths) if root else {}
     if read and root:
         facts["read"] = read_facts(root, read)

@@ -3,10 +3,23 @@
 
 from __future__ import annotations
 
+import gzip
+import io
+import json
+import tarfile
+
 import pytest
 
 from ansible_collections.aorta.cluster.plugins.plugin_utils._launch import LaunchError
-from ansible_collections.aorta.cluster.plugins.plugin_utils._preflight import GIB, interface_holding, judge
+from ansible_collections.aorta.cluster.plugins.plugin_utils._preflight import (
+    GIB,
+    NODE_MESSAGE_MAX,
+    archive_images,
+    image_key,
+    interface_holding,
+    judge,
+    message,
+)
 
 
 def facts(**over):
@@ -51,6 +64,7 @@ def test_a_healthy_node_passes_and_derives_the_fabric():
     assert derived["record"] == {
         "docker": "27.1",
         "image_present": True,
+        "image_pull": "",
         "free_gib": 50.0,
         "fabric_ip": "10.224.0.11",
         "fabric_if": "ens51",
@@ -97,7 +111,111 @@ def test_each_failed_check_is_one_line_naming_node_and_check(probe, wanted, mess
 
 
 def test_a_missing_image_with_no_archive_is_pulled_later_not_failed():
+    # Check mode (no pull tried), or a pull under way (the launch's own pull joins it).
     assert judge("n1", facts(image_id=None), expect())["failures"] == []
+    pulling = {"state": "pulling", "error": "", "seconds": 2.1, "answer_s": 60}
+    verdict = judge("n1", facts(image_id=None, pull=pulling), expect())
+    assert verdict["failures"] == [] and verdict["derived"]["record"]["image_pull"] == "pulling"
+
+
+MANIFEST_UNKNOWN = (
+    "Error response from daemon: manifest for rocm/pytorch:x not found: manifest unknown: manifest unknown"
+)
+
+
+@pytest.mark.parametrize(
+    "pull,wanted,said",
+    [
+        (
+            {"state": "failed", "error": MANIFEST_UNKNOWN},
+            {},
+            f"preflight[image]: n1: rocm/pytorch:x is not on the node and cannot be pulled: {MANIFEST_UNKNOWN}",
+        ),
+        (
+            {"state": "no answer", "error": "", "answer_s": 60.0},
+            {},
+            "preflight[image]: n1: rocm/pytorch:x is not on the node and docker pull had no answer from the "
+            "registry in 60 s (a registry or proxy that does not answer?)",
+        ),
+        (
+            None,
+            {"image_pull": "never"},
+            "preflight[image]: n1: rocm/pytorch:x is not on the node and aorta_image_pull is never (pull it "
+            "there, or set aorta_image_archive)",
+        ),
+        (
+            None,
+            {"image_archive": "/x/img.tar", "archive_exists": True, "archive_images": ["a:1", "b:2", "c:3", "d:4"]},
+            "preflight[image]: n1: rocm/pytorch:x is not on the node and the archive /x/img.tar does not hold it "
+            "(it holds a:1, b:2, c:3 and 1 more)",
+        ),
+        (
+            None,
+            {"image_archive": "/x/img.tar", "archive_exists": True, "archive_images": []},
+            "preflight[image]: n1: rocm/pytorch:x is not on the node and the archive /x/img.tar does not hold it "
+            "(it holds no named image)",
+        ),
+    ],
+)
+def test_a_missing_image_that_cannot_be_had_is_named_in_preflight(pull, wanted, said):
+    probe = {"image_id": None, **({"pull": pull} if pull else {})}
+    assert judge("n1", facts(**probe), expect(**wanted))["failures"] == [said]
+
+
+def test_an_archive_that_holds_the_image_or_cannot_say_is_left_to_the_load():
+    held = expect(image_archive="/x/img.tar", archive_exists=True)
+    for names in (["docker.io/rocm/pytorch:x"], None):
+        assert judge("n1", facts(image_id=None), dict(held, archive_images=names))["failures"] == []
+    # A digest is not among an archive's names: the load says.
+    by_digest = dict(held, image="rocm/pytorch@sha256:ab", archive_images=["rocm/pytorch:x"])
+    assert judge("n1", facts(image_id=None), by_digest)["failures"] == []
+    # A node that has the image is not asked anything of the archive, nor of the pull.
+    assert judge("n1", facts(pull={"state": "failed"}), dict(held, archive_images=[]))["failures"] == []
+
+
+def test_image_names_compare_as_docker_does():
+    assert image_key("ubuntu") == image_key("docker.io/library/ubuntu:latest") == "ubuntu:latest"
+    assert image_key("rocm/pytorch:x") == image_key("docker.io/rocm/pytorch:x")
+    assert image_key("localhost:5000/a") == "localhost:5000/a:latest"
+    assert image_key("r/a@sha256:ab") == "r/a@sha256:ab"
+
+
+def save_archive(path, members, compress=False):
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w") as tar:
+        for name, data in members.items():
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    path.write_bytes(gzip.compress(buffer.getvalue()) if compress else buffer.getvalue())
+    return str(path)
+
+
+def test_the_archive_names_its_images_from_its_index_without_unpacking_it(tmp_path):
+    layer = b"x" * 100_000
+    manifest = json.dumps([{"Config": "c.json", "RepoTags": ["standin:abc"], "Layers": ["l/layer.tar"]}]).encode()
+    saved = save_archive(tmp_path / "a.tar", {"l/layer.tar": layer, "manifest.json": manifest})
+    assert archive_images(saved) == ["standin:abc"]
+    index = {"manifests": [{"annotations": {"io.containerd.image.name": "docker.io/library/standin:abc"}}]}
+    oci = save_archive(tmp_path / "oci.tar", {"blobs/sha256/1": layer, "./index.json": json.dumps(index).encode()})
+    assert archive_images(oci) == ["docker.io/library/standin:abc"]
+    untagged = save_archive(tmp_path / "id.tar", {"manifest.json": b'[{"Config": "c.json", "RepoTags": null}]'})
+    assert archive_images(untagged) == []
+    # What cannot be told cheaply is not told: the load says.
+    assert archive_images(save_archive(tmp_path / "a.tar.gz", {"manifest.json": manifest}, compress=True)) is None
+    assert archive_images(save_archive(tmp_path / "none.tar", {"l/layer.tar": layer})) is None
+    assert archive_images(save_archive(tmp_path / "bad.tar", {"manifest.json": b"{not json"})) is None
+    assert archive_images(str(tmp_path / "gone.tar")) is None
+
+
+def test_a_failed_nodes_message_is_its_first_failure_and_a_count_cut_for_the_console():
+    assert message(["preflight[disk]: n1: full"]) == "preflight[disk]: n1: full"
+    assert message(["preflight[disk]: n1: full", "b", "c"]) == "preflight[disk]: n1: full (+2 more in run.json)"
+    assert message([]) == ""
+    # ansible-core prints it after "[ERROR]: Task failed: Action failed: ": that line stays under 300.
+    cut = message([f"preflight[image]: n1: x cannot be pulled: {'E' * 400}", "b"])
+    assert len(cut) == NODE_MESSAGE_MAX and cut.endswith("\u2026(details in run.json)")
+    assert len("[ERROR]: Task failed: Action failed: " + cut) < 300
 
 
 def test_gpus_are_not_judged_without_require_gpu():

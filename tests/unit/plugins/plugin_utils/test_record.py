@@ -326,6 +326,20 @@ def test_the_console_lines_say_why_only_when_it_matters():
     assert [line.split()[2] for line in every[2:4]] == ["a", "b"]
 
 
+def test_a_failures_console_lines_stay_short_and_suggest_no_empty_cluster_file():
+    rows = [{"name": n, "rank": r, "state": "not_started"} for r, n in enumerate(("a", "b"))]
+    reason = "every node: Probe: preflight[image]: r/p:nope is not on the node and cannot be pulled: " + "E" * 4000
+    failed = {"status": "FAILED", "message": reason}
+    every = {"drift_lines": [], "unhealthy": [{"name": "a"}, {"name": "b"}]}
+    lines = rr.console_lines("r1", "/res", failed, {"summary": "FAILED: " + "w" * 500}, rows, every)
+    assert lines[0].startswith("run r1: FAILED - every node: Probe: preflight[image]: r/p:nope is not on the node")
+    assert lines[0].endswith("\u2026(details in run.json)") and len(lines[0]) == 300
+    assert len(lines[1]) == 300 and lines[1].startswith("why: FAILED: www")
+    assert "unhealthy: all 2 nodes, listed in /res/unhealthy.txt (none left to re-run on)" in lines
+    assert not any("healthy.cluster.json" in line for line in lines)
+    assert max(len(line) for line in lines) <= 300
+
+
 def test_the_awx_stats_are_set_stats_own_shape():
     run = {"status": "TIMEOUT", "failed_nodes": ["b"]}
     launch = {"excluded_nodes": [{"name": "c", "reasons": ["sick"]}]}
@@ -359,6 +373,9 @@ def test_the_health_files_keep_the_healthy_nodes_of_the_cluster_file(tmp_path):
     assert files["unhealthy.txt"] == "n2\tx\n" and list(json.loads(files["healthy.cluster.json"])["node_dict"]) == [
         "n1"
     ]
+    # Every node unhealthy: no healthy.cluster.json holding no node.
+    every = {"unhealthy": [{"name": "n1", "reasons": ["x"]}, {"name": "n2", "reasons": ["x"]}], "unhealthy_text": "t"}
+    assert rr.health_files(str(source), every) == [("unhealthy.txt", "t")]
     # Nodes from another inventory: unhealthy.txt only, even empty.
     assert rr.health_files("", {"unhealthy": [], "unhealthy_text": ""}) == [("unhealthy.txt", "")]
     with pytest.raises(ClusterFileError):

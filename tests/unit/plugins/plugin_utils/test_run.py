@@ -271,8 +271,50 @@ def test_setup_failure_names_every_node_whose_own_task_failed_not_the_reporter()
     assert mixed["failed_nodes"] == ["n1"] and mixed["message"] == "n1: wait: refused"
     gone = setup_failure(["n0"], [""], [False])
     assert gone == {"message": "setup stopped on a node that is gone", "failed_nodes": [], "first_failure": None}
-    many = setup_failure([f"n{i}" for i in range(12)], ["x"] * 12, [True] * 12)
+    many = setup_failure([f"n{i}" for i in range(12)], [f"n{i}: x{i}" for i in range(12)], [True] * 12)
     assert many["message"].endswith("n9 and 2 more)") and len(many["failed_nodes"]) == 12
+
+
+def test_a_reason_every_node_shares_is_said_once():
+    probe = "Probe every node, hold it for this run and prove the fabric"
+    error = "Error response from daemon: manifest for r/p:nope not found: manifest unknown: manifest unknown"
+    names = ["10.0.0.1", "10.0.0.11", "gpu-b"]
+    messages = [
+        f"{n}: {probe}: preflight[image]: {n}: r/p:nope is not on the node and cannot be pulled: {error}" for n in names
+    ]
+    every = _run.setup_failure(names, messages, [True] * 3)
+    assert every == {
+        "message": f"every node: {probe}: preflight[image]: r/p:nope is not on the node and cannot be pulled: {error}",
+        "failed_nodes": names,
+        "first_failure": "10.0.0.1",
+    }
+    # Not every node, another reason, or a reason that names its node elsewhere: said per node.
+    assert _run.setup_failure(names, [*messages[:2], ""], [True, True, False])["message"].startswith("10.0.0.1: ")
+    other = [*messages[:2], f"gpu-b: {probe}: preflight[disk]: gpu-b: 1 GiB free"]
+    assert _run.setup_failure(names, other, [True] * 3)["message"].endswith(
+        "(setup failed on 3 nodes: 10.0.0.1, 10.0.0.11, gpu-b)"
+    )
+    fabric = [f"{n}: wait: preflight[fabric]: {n} (on eth1) cannot reach the head" for n in names]
+    assert _run.setup_failure(names, fabric, [True] * 3)["message"].startswith("10.0.0.1: wait: ")
+    # One node is not "every node".
+    assert _run.setup_failure(names[:1], messages[:1], [True])["message"] == messages[0]
+
+
+def test_a_nodes_setup_failure_is_its_first_check_whole_even_where_its_msg_was_cut():
+    result = {"failed": True, "msg": "preflight[image]: a: x\u2026(details in run.json)"}
+    whole = "preflight[image]: a: x cannot be pulled: " + "E" * 400
+    message, own = _run.node_setup_failure("a", "Probe", dict(result, failures=[whole, "preflight[disk]: a: 1 GiB"]))
+    assert message == f"a: Probe: {whole} (+1 more in run.json)" and own
+    assert _run.node_setup_failure("a", "Launch", {"failed": True, "msg": "no"}) == ("a: Launch: no", True)
+    assert _run.first_failure([]) == "" and _run.first_failure(["x"]) == "x"
+
+
+def test_a_console_line_is_cut_saying_where_the_rest_is():
+    assert _run.clip("short") == "short"
+    assert _run.clip("two\n lines\n") == "two lines"
+    long = _run.clip("x" * 5000)
+    assert len(long) == _run.MESSAGE_MAX and long.endswith("\u2026(details in run.json)")
+    assert _run.clip("y" * 40, limit=30).startswith("y" * 7)
 
 
 def test_the_end_table_names_only_the_nodes_that_were_not_ok_then_counts():

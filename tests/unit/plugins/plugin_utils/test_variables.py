@@ -155,3 +155,8 @@ def test_internal_names_are_exactly_those_the_collection_sets(fixtures_dir):
     found = {name for name in found if name.startswith("aorta_")} - USER
     assert found == set(INTERNAL)
     assert not INTERNAL & USER
+
+
+def test_the_image_pull_policy_is_missing_or_never():
+    assert check({"aorta_image_pull": "never"}) == check({"aorta_image_pull": "missing"}) == []
+    assert check({"aorta_image_pull": "always"}) == ["aorta_image_pull: 'always' must be one of missing, never"]

@@ -149,3 +149,99 @@ def test_the_config_is_read_bounded_and_a_missing_one_is_said(tmp_path):
     assert big["truncated"] and len(big["text"]) == _probe.READ_MAX
     missing = _probe.read_facts(str(tmp_path), "nope.yaml")
     assert missing["text"] is None and missing["error"] == "No such file or directory"
+
+
+def pull_docker(tmp_path, pull_script):
+    """A docker CLI stand-in whose ``pull`` runs ``pull_script`` (sh) and writes its pid first;
+    ``image inspect`` finds the image once a pull touched ``has-image``."""
+    script = tmp_path / "docker"
+    script.write_text(
+        "#!/bin/sh\n"
+        f"here={tmp_path}\n"
+        'if [ "$1" = version ]; then echo 27.1; exit 0; fi\n'
+        'if [ "$1" = image ]; then [ -f "$here/has-image" ] && echo sha256:pulled && exit 0; exit 1; fi\n'
+        'if [ "$1" = pull ]; then echo $$ > "$here/pull.pid"; ' + pull_script + "; fi\n"
+        "exit 1\n"
+    )
+    script.chmod(0o755)
+    return str(script)
+
+
+def alive(pid):
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    # A zombie (not yet reaped by init) is gone too.
+    try:
+        with open(f"/proc/{pid}/stat") as handle:
+            return handle.read().split(")")[-1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def test_a_pull_the_registry_refuses_fails_with_dockers_own_line(tmp_path):
+    refusal = (
+        "echo 'Error response from daemon: manifest for rocm/pytorch:no-such-tag not found: "
+        "manifest unknown: manifest unknown' >&2; exit 1"
+    )
+    pulled = _probe.pull_image(pull_docker(tmp_path, refusal), "rocm/pytorch:no-such-tag", answer_s=10)
+    assert pulled["state"] == "failed"
+    assert pulled["error"] == (
+        "Error response from daemon: manifest for rocm/pytorch:no-such-tag not found: "
+        "manifest unknown: manifest unknown"
+    )
+    assert pulled["seconds"] < 5 and pulled["answer_s"] == 10
+
+
+def test_a_pull_that_ends_well_is_pulled_and_the_id_is_read_again(tmp_path):
+    docker = pull_docker(tmp_path, f"touch {tmp_path}/has-image; exit 0")
+    facts = _probe.docker_facts(run, docker, "small:1", lambda d, i: _probe.pull_image(d, i, 10))
+    assert facts["pull"]["state"] == "pulled" and facts["image_id"] == "sha256:pulled"
+
+
+def test_a_pull_under_way_is_left_to_go_on_once_the_registry_resolved_the_name(tmp_path):
+    # docker's first line comes once the registry has the name; the layers then take minutes.
+    slow = "echo 'Using default tag: latest'; sleep 0.5; echo 'latest: Pulling from big'; sleep 30"
+    docker = pull_docker(tmp_path, slow)
+    started = time.monotonic()
+    pulled = _probe.pull_image(docker, "big", answer_s=20, poll_s=0.05)
+    assert pulled["state"] == "pulling" and time.monotonic() - started < 10
+    pid = int((tmp_path / "pull.pid").read_text())
+    try:
+        assert alive(pid)  # detached, in its own session: the launch's own pull joins it
+        assert os.getsid(pid) == pid
+    finally:
+        os.killpg(pid, 9)  # the stand-in and its sleep
+
+
+def test_a_pull_that_says_nothing_is_stopped_at_its_bound(tmp_path):
+    docker = pull_docker(tmp_path, "echo 'Using default tag: latest'; sleep 30")
+    pulled = _probe.pull_image(docker, "silent", answer_s=0.5, poll_s=0.05)
+    assert pulled["state"] == "no answer" and pulled["error"] == ""
+    assert not alive(int((tmp_path / "pull.pid").read_text()))
+
+
+def test_the_image_is_pulled_only_where_missing_and_gather_passes_the_bound(tmp_path):
+    asked = []
+
+    def pull(docker, image):
+        asked.append(image)
+        return {"state": "failed", "error": "Error: x", "seconds": 0, "answer_s": 1}
+
+    assert "pull" not in _probe.docker_facts(run, fake_docker(tmp_path), "present:1", pull) and asked == []
+    facts = _probe.docker_facts(run, fake_docker(tmp_path), "absent:1", pull)
+    assert asked == ["absent:1"] and facts["pull"]["state"] == "failed" and facts["image_id"] is None
+    refusal = "echo 'Error response from daemon: pull access denied for x' >&2; exit 1"
+    gathered = _probe.gather(run, pull_docker(tmp_path, refusal), "x:1", str(tmp_path), pull={"answer_s": 7})
+    assert gathered["pull"]["state"] == "failed" and gathered["pull"]["answer_s"] == 7.0
+    assert "pull" not in _probe.gather(run, pull_docker(tmp_path, refusal), "x:1", str(tmp_path))
+
+
+def test_dockers_error_is_one_line_its_last_error_line():
+    said = 'Error response from daemon: Get "https://r/v2/": dial tcp: lookup r: no such host'
+    assert _probe.error_line(f"Using default tag: latest\n{said}\n") == said
+    assert _probe.error_line("invalid reference format\n") == "invalid reference format"
+    assert _probe.error_line("") == ""
+    long = _probe.error_line("Error " + "x" * 900)
+    assert len(long) == _probe.ERROR_LINE_MAX and long.endswith("\u2026")
