@@ -614,7 +614,7 @@ def _next_for_nodes(report: dict, here: str, out_dir: str | None) -> list:
     files = {r.get("rank"): r.get("file") for r in report.get("per_rank_summary") or []}
     for s in report["stragglers"][:3]:
         where = (
-            f"open {PERFETTO} → Open trace file → timeline.json, process “rank {s['rank']} · {s['node']}”"
+            f"open {PERFETTO} → Open trace file → timeline.json, process 'rank {s['rank']} · {s['node']}'"
             if timeline
             else f"its trace is {files.get(s['rank'])}"
         )

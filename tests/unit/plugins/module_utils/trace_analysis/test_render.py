@@ -223,7 +223,7 @@ def test_what_next_gives_the_command_for_each_finding(tmp_path, combined_tree):
     slow_rank = _report.build_report(str(combined_tree(tmp_path / "b", [50, 50, 50, 50, 80, 50], bad_file=False)))
     (item,) = _render.what_next(slow_rank)
     assert item["text"].startswith("Straggler rank 4 on gpu-c (+60% compute per step)")
-    assert "https://ui.perfetto.dev → Open trace file → timeline.json, process “rank 4 · gpu-c”" in item["text"]
+    assert "https://ui.perfetto.dev → Open trace file → timeline.json, process 'rank 4 · gpu-c'" in item["text"]
     # A slow node: run without it.
     slow_node = _report.build_report(str(combined_tree(tmp_path / "c", [50, 50, 80, 81, 50, 50], bad_file=False)))
     (item,) = _render.what_next(slow_node)
