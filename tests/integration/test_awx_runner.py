@@ -167,7 +167,10 @@ def test_survey_cluster_file_route_in_check_mode(standin_cluster, tmp_path):
         **site,
         **yaml.safe_load(TEMPLATE["extra_vars"]),
         "aorta_results_root": str(tmp_path / "aorta-results"),
-        **survey_answers(aorta_cluster_file=relative, aorta_path=site["aorta_path"]),
+        # Preflight checks the image in --check too: the stand-in's, as the first job's survey gives it.
+        **survey_answers(
+            aorta_cluster_file=relative, aorta_path=site["aorta_path"], aorta_docker_image=site["aorta_docker_image"]
+        ),
     }
     pdd = private_data_dir(tmp_path, '#!/bin/sh\necho \'{"_meta": {"hostvars": {}}}\'\n', extravars)
     (pdd / "env" / "cmdline").write_text("-u root --check")

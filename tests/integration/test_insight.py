@@ -132,7 +132,7 @@ def test_stragglers_and_baseline_on_the_stand_in_cluster(standin_cluster, tmp_pa
     assert proc.returncode != 0 and killed_run["status"] == "FAILED", killed_run["message"]
     victim = standin_cluster.nodes[last]["mgmt_ip"]
     assert killed_run["verdict"]["verdict"] == "FAIL" and killed_run["first_failure"] == victim
-    assert proc_tail(killed).startswith("verdict FAIL: FAILED: ")
+    assert proc_tail(killed).startswith("verdict FAIL: FAILED on ")
     assert_history_and_junit(tmp_path, baseline, slow_runs[0], killed, victim)
     assert_auto_refuses_another_image(standin_cluster, tmp_path, baseline, slow_runs[0])
 

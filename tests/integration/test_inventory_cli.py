@@ -128,6 +128,24 @@ def test_truncated_cluster_file_fails_with_the_plugins_message(repo, tmp_path):
     assert f"{path}: not valid JSON at line" in result.stderr
 
 
+def test_a_node_without_vpc_ip_beside_nodes_with_one_is_refused_naming_it(repo, tmp_path):
+    """The node would get its management address as its fabric address: refused before any play,
+    one line naming the file, the key and the node; with no vpc_ip at all, accepted with one warning."""
+    nodes = {"10.0.0.1": {"vpc_ip": "10.1.0.1"}, "10.0.0.2": {}, "10.0.0.3": {"vpc_ip": "10.1.0.3"}}
+    path = tmp_path / "cluster.json"
+    path.write_text(json.dumps({"username": "u", "priv_key_file": "/k", "node_dict": nodes}))
+    result = run(repo, "ansible-playbook", "aorta_multinode.yml", "-i", str(path))
+    assert result.returncode != 0 and "PLAY [" not in result.stdout
+    said = [line for line in (result.stdout + result.stderr).splitlines() if "vpc_ip missing on" in line]
+    assert len(said) == 1 and f"{path}: node_dict: vpc_ip missing on 10.0.0.2" in said[0], said
+    assert len(said[0]) < 300
+    none = tmp_path / "none.json"
+    none.write_text(json.dumps({"username": "u", "priv_key_file": "/k", "node_dict": {"10.0.0.1": {}, "10.0.0.2": {}}}))
+    listed = run(repo, "ansible-inventory", "-i", str(none), "--list")
+    assert listed.returncode == 0, listed.stderr
+    assert listed.stderr.count("no node has a vpc_ip") == 1, listed.stderr
+
+
 def test_playbook_stops_when_another_plugin_read_the_cluster_file(repo, tmp_path):
     # An ansible.cfg of someone else's (default enable_plugins), the collection installed: yaml
     # "parses" the file to no hosts, and the guard says so before any node play.
@@ -190,8 +208,12 @@ def test_trace_report_playbook_on_a_plain_folder_in_both_counting_modes(
         "-e",
         f"aorta_include_unlinked_kernels={unlinked}",
     )
-    assert result.returncode == 0, result.stdout[-2000:]
+    # A folder of unrelated runs' traces: CVS's variance threshold fails, and (aorta_fail_on_threshold,
+    # default true as in CVS) the playbook exits non-zero after writing the whole report.
+    assert result.returncode != 0 and "verdict" not in result.stderr, result.stdout[-2000:]
+    assert "thresholds not met: max_time_variance_ratio" in result.stdout, result.stdout[-2000:]
     report = json.loads((out / "aorta_benchmark_report.json").read_text())
+    assert report["verdict"]["verdict"] == "FAIL"
     for entry in report["per_rank_summary"]:
         assert {"rank", "node", "file", "gpu_timeline"} <= set(entry)
     resnet = next(r for r in report["per_rank_summary"] if r["file"] == "mi300/resnet-act-checkpoint.json.gz")

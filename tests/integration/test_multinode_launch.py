@@ -287,6 +287,16 @@ def test_an_image_that_is_nowhere_is_named_by_preflight_before_any_launch(standi
     lines = [line for line in proc.stdout.splitlines() if line.startswith(("run ", "why: "))]
     assert lines and max(len(line) for line in lines) <= 300, lines
 
+    # No archive: the probe's docker pull asks the registry (none is reachable here) and docker's
+    # own error line names why, still before any launch.
+    proc, run, _results, elapsed = standin_cluster.run(tmp_path, aorta_docker_image=missing, aorta_image_archive="")
+    assert proc.returncode != 0 and run["status"] == "FAILED"
+    pulled = f"preflight[image]: {head}: {missing} is not on the node and "
+    assert (
+        pulled + "cannot be pulled: Error" in run["message"] or pulled + "docker pull had no answer" in run["message"]
+    )
+    assert "Launch on every node at once" not in proc.stdout and elapsed < 150, elapsed
+
     proc, run, results, _elapsed = standin_cluster.run(
         tmp_path, aorta_docker_image=missing, aorta_exclude_unhealthy=True
     )

@@ -106,7 +106,7 @@ def test_installed_artifact_runs_against_the_standin(artifact, standin_cluster, 
     listed = run(["ansible-galaxy", "collection", "list", "aorta.cluster", "--format", "json"], tmp_path, env)
     assert list(json.loads(listed.stdout)) == [str(fresh / "ansible_collections")], listed.stdout
 
-    cluster = standin_cluster.cluster_file(tmp_path, 2)
+    cluster = standin_cluster.cluster_file(tmp_path, len(standin_cluster.nodes))
     # -i cluster.json from an install, as docs/quickstart.md shows it.
     graph = run(
         ["ansible-inventory", "-i", str(cluster), "--graph"],
@@ -141,9 +141,22 @@ def test_installed_artifact_runs_against_the_standin(artifact, standin_cluster, 
     assert not [line for line in lines if line.startswith(("ok: [", "skipping: ["))], played.stdout[-3000:]
     assert [line for line in lines if line.startswith("verdict ")] == ["verdict PASS: 4 of 4 thresholds met"]
     assert "DSA is deprecated" not in played.stderr
+    # No more lines than the same run from the checkout (its ansible.cfg), the progress lines aside
+    # (one per poll: they follow each run's length, not the settings).
+    checkout, _run, _results, _seconds = standin_cluster.run(tmp_path, inventory=cluster)
+    assert checkout.returncode == 0, checkout.stdout[-3000:]
+    assert len(console_lines(played.stdout)) <= len(console_lines(checkout.stdout)), (
+        console_lines(played.stdout),
+        console_lines(checkout.stdout),
+    )
     assert json.loads((results / "combined_traces" / "manifest.json").read_text())["missing_ranks"] == []
     assert (results / "aorta_benchmark_report.json").is_file()
     assert standin_cluster.containers_left() == []
+
+
+def console_lines(stdout: str) -> list[str]:
+    """A run's console lines but its progress lines (``running N/M nodes ...``, one per poll)."""
+    return [line for line in stdout.splitlines() if line.strip() and not line.startswith("running ")]
 
 
 @pytest.fixture(scope="module")
