@@ -22,5 +22,7 @@ if [[ -n $latest ]]; then
   echo "   node logs:       ${latest}logs/"
   [[ -d ${latest}combined_traces ]] && echo "   combined traces: ${latest}combined_traces/ (manifest.json)"
   [[ -f ${latest}aorta_benchmark_report.json ]] && echo "   report:          ${latest}aorta_benchmark_report.json, ${latest}report.html"
+  [[ -f ${latest}junit.xml ]] && echo "   junit:           ${latest}junit.xml (verdict: $("$bin/python" -c 'import json,sys; print((json.load(open(sys.argv[1])).get("verdict") or {}).get("verdict"))' "${latest}run.json"))"
+  [[ -f build/results/index.html ]] && echo "   history:         build/results/index.html (every run of this checkout's stand-in)"
 fi
 exit $rc
