@@ -64,8 +64,16 @@ class ActionModule(ActionBase):
         """variables.json: every aorta_* variable this run uses, as templated here (what -e, the
         inventory and the defaults made of it), secrets masked; a warning when it cannot be written."""
         path = os.path.join(results_dir, "variables.json")
+        values = {}
+        for name in sorted(USER):
+            if name not in task_vars:
+                continue
+            try:
+                values[name] = self._templar.template(task_vars[name])
+            except AnsibleError:
+                # Set later by the run itself (aorta_run_id_resolved ...): not the user's input.
+                continue
         try:
-            values = {name: self._templar.template(task_vars[name]) for name in USER if name in task_vars}
             with open(path, "w", encoding="utf-8") as handle:
                 json.dump(_console.effective_variables(values), handle, indent=2, sort_keys=True, default=str)
         except (OSError, AnsibleError, TypeError, ValueError) as exc:
