@@ -141,6 +141,10 @@ def test_installed_artifact_runs_against_the_standin(artifact, standin_cluster, 
     assert not [line for line in lines if line.startswith(("ok: [", "skipping: ["))], played.stdout[-3000:]
     assert [line for line in lines if line.startswith("verdict ")] == ["verdict PASS: 4 of 4 thresholds met"]
     assert "DSA is deprecated" not in played.stderr
+    # What the run leaves beside run.json: its own console lines and its effective variables.
+    assert (results / "console.log").read_text().splitlines()[-1] == "verdict PASS: 4 of 4 thresholds met"
+    effective = json.loads((results / "variables.json").read_text())
+    assert effective["aorta_base_config"] == "config/standin.yaml" and "aorta_run_id_resolved" not in effective
     # No more lines than the same run from the checkout (its ansible.cfg), the progress lines aside
     # (one per poll: they follow each run's length, not the settings).
     checkout, _run, _results, _seconds = standin_cluster.run(tmp_path, inventory=cluster)
