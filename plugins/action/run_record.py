@@ -21,6 +21,7 @@ from ansible.plugins.action import ActionBase
 
 from ansible_collections.aorta.cluster.plugins.plugin_utils import _interrupt, _record
 from ansible_collections.aorta.cluster.plugins.plugin_utils._cluster_file import ClusterFileError
+from ansible_collections.aorta.cluster.plugins.plugin_utils._settings import write_text_atomic
 
 # The run_context role sets the first two (on localhost, handed to the nodes' plays as play vars);
 # the role aorta.cluster.defaults gives the rest their defaults.
@@ -48,17 +49,7 @@ def write_text(path: str, text: str, mode: int) -> bool:
                 return False
     except (OSError, UnicodeDecodeError):
         pass
-    tmp = f"{path}.{os.getpid()}.tmp"
-    descriptor = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
-    try:
-        with os.fdopen(descriptor, "w", encoding="utf-8") as handle:
-            handle.write(text)
-        os.chmod(tmp, mode)  # the umask may have taken bits off
-        os.replace(tmp, path)
-    except OSError:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    write_text_atomic(path, text, mode)
     return True
 
 

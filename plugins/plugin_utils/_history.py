@@ -28,6 +28,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 from ansible_collections.aorta.cluster.plugins.plugin_utils._launch import LaunchError, override_tokens
+from ansible_collections.aorta.cluster.plugins.plugin_utils._settings import read_json_object, write_text_atomic
 
 RUN_JSON = "run.json"
 REPORT_JSON = "aorta_benchmark_report.json"
@@ -188,14 +189,6 @@ def differences(a_fp: Mapping[str, Any], b_fp: Mapping[str, Any]) -> list[str]:
 # rows
 
 
-def _read_json(path: str) -> Any:
-    try:
-        with open(path, encoding="utf-8") as handle:
-            return json.load(handle)
-    except (OSError, ValueError):
-        return None
-
-
 def _number(value: Any) -> float | None:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return None
@@ -236,15 +229,25 @@ def _links(run_dir: str, relative: str) -> dict[str, str]:
     return found
 
 
-def entry(run_dir: str, ignore: Iterable[str] = (), root: str | None = None) -> dict[str, Any] | None:
+def entry(
+    run_dir: str,
+    ignore: Iterable[str] = (),
+    root: str | None = None,
+    run: Mapping[str, Any] | None = None,
+    report: Mapping[str, Any] | None = None,
+) -> dict[str, Any] | None:
     """One history row from the run directory ``run_dir``; None when it holds no readable run.json.
-    Links and ``dir`` are relative to ``root`` (the directory above ``run_dir`` by default)."""
-    run = _read_json(os.path.join(run_dir, RUN_JSON))
+    Links and ``dir`` are relative to ``root`` (the directory above ``run_dir`` by default). ``run``
+    and ``report``: its run.json and report as the caller already read them (run_outcome); read
+    from ``run_dir`` when not given."""
+    if run is None:
+        run = read_json_object(os.path.join(run_dir, RUN_JSON))
     if not isinstance(run, Mapping):
         return None
     base = root if root is not None else os.path.dirname(os.path.abspath(run_dir))
     relative = os.path.relpath(os.path.abspath(run_dir), os.path.abspath(base)).replace(os.sep, "/")
-    report = _read_json(os.path.join(run_dir, REPORT_JSON))
+    if report is None:
+        report = read_json_object(os.path.join(run_dir, REPORT_JSON))
     has_report = isinstance(report, Mapping)
     context = _dict(run.get("context"))
     fp = fingerprint(run, ignore)
@@ -263,7 +266,7 @@ def entry(run_dir: str, ignore: Iterable[str] = (), root: str | None = None) -> 
         "image": context.get("image"),
         "image_id": fp["image_id"],
         "has_report": has_report,
-        **_report_figures(report if has_report else {}),
+        **_report_figures(report or {}),
         "drift": len(drift),
         "drift_lines": [f"{d.get('label')}: {d.get('count')} of {d.get('of')} nodes differ" for d in drift],
         "links": _links(run_dir, relative),
@@ -297,19 +300,6 @@ def _locked(root: str) -> Iterator[None]:
             fcntl.flock(handle, fcntl.LOCK_UN)
 
 
-def _write(path: str, text: str) -> None:
-    """``text`` into ``path`` whole or not at all: a reader sees the old file or the new one."""
-    tmp = f"{path}.{os.getpid()}.tmp"
-    try:
-        with open(tmp, "w", encoding="utf-8") as handle:
-            handle.write(text)
-        os.replace(tmp, path)
-    except OSError:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
-
-
 def _scan(root: str, ignore: Sequence[str]) -> list[dict[str, Any]]:
     """A row per ``*/run.json`` one level under ``root``."""
     rows = []
@@ -327,7 +317,7 @@ def _scan(root: str, ignore: Sequence[str]) -> list[dict[str, Any]]:
 
 def _indexed(root: str) -> list[dict[str, Any]] | None:
     """The rows of ``<root>/index.json``; None when there is none this module can read."""
-    index = _read_json(os.path.join(root, INDEX_JSON))
+    index = read_json_object(os.path.join(root, INDEX_JSON))
     if not isinstance(index, Mapping) or not isinstance(index.get("runs"), list):
         return None
     return [dict(r) for r in index["runs"] if isinstance(r, Mapping) and r.get("dir")]
@@ -337,23 +327,29 @@ def _publish(root: str, rows: list[dict[str, Any]]) -> dict[str, Any]:
     """Write index.json and index.html from ``rows`` (newest first); the caller holds the lock."""
     paths = {"index_json": os.path.join(root, INDEX_JSON), "index_html": os.path.join(root, INDEX_HTML)}
     document = {"format": INDEX_FORMAT, "updated_epoch": int(time.time()), "runs": rows}
-    _write(paths["index_json"], json.dumps(document, separators=(",", ":"), sort_keys=True, default=str))
-    _write(paths["index_html"], render_html(rows))
+    write_text_atomic(paths["index_json"], json.dumps(document, separators=(",", ":"), sort_keys=True, default=str))
+    write_text_atomic(paths["index_html"], render_html(rows))
     return {**paths, "runs": len(rows)}
 
 
-def update(root: str, run_dir: str, ignore: Iterable[str] = ()) -> dict[str, Any]:
+def update(
+    root: str,
+    run_dir: str,
+    ignore: Iterable[str] = (),
+    run: Mapping[str, Any] | None = None,
+    report: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
     """Add or replace the row of the run in ``run_dir`` in ``<root>/index.json`` and rewrite
     ``<root>/index.html``, under the root's lock. Reads the index, not every run directory; only
     when there is no readable index.json yet is every run under ``root`` read once. Returns
     ``{index_json, index_html, runs, added}`` (``added`` False when ``run_dir`` has no readable
-    run.json: the files are rewritten without it)."""
+    run.json: the files are rewritten without it). ``run`` and ``report`` as ``entry`` takes them."""
     patterns = tuple(ignore)
     with _locked(root):
         rows = _indexed(root)
         if rows is None:
             rows = _scan(root, patterns)
-        row = entry(run_dir, patterns, root)
+        row = entry(run_dir, patterns, root, run, report)
         if row is not None:
             rows = [r for r in rows if r.get("dir") != row["dir"]]
             rows.append(row)

@@ -24,7 +24,6 @@ from __future__ import annotations
 import atexit
 import contextlib
 import datetime as dt
-import json
 import os
 import shlex
 import shutil
@@ -34,26 +33,12 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from ansible_collections.aorta.cluster.plugins.plugin_utils._settings import read_json_object, write_json
+
 ENV = "AORTA_STOP_REQUEST"
 REQUEST = "request.json"
 RUN = "run.json"
 PHASES = ("before launch", "while training", "while collecting")
-
-
-def _read(path: str) -> dict[str, Any] | None:
-    try:
-        with open(path, encoding="utf-8") as handle:
-            found = json.load(handle)
-    except (OSError, ValueError):
-        return None
-    return found if isinstance(found, dict) else None
-
-
-def _write(path: str, found: Mapping[str, Any]) -> None:
-    tmp = f"{path}.{os.getpid()}.tmp"
-    with open(tmp, "w", encoding="utf-8") as handle:
-        json.dump(dict(found), handle)
-    os.replace(tmp, path)
 
 
 def folder(environ: Mapping[str, str] | None = None) -> str | None:
@@ -65,7 +50,7 @@ def folder(environ: Mapping[str, str] | None = None) -> str | None:
 def requested(environ: Mapping[str, str] | None = None) -> dict[str, Any] | None:
     """The stop request (``at``, ``signal``, ``reason``, and ``phase`` once a step claimed it), or None."""
     where = folder(environ)
-    return _read(os.path.join(where, REQUEST)) if where else None
+    return read_json_object(os.path.join(where, REQUEST)) if where else None
 
 
 def claim(phase: str, environ: Mapping[str, str] | None = None) -> dict[str, Any] | None:
@@ -78,7 +63,7 @@ def claim(phase: str, environ: Mapping[str, str] | None = None) -> dict[str, Any
     if not found.get("phase"):
         found["phase"] = phase
         with contextlib.suppress(OSError):
-            _write(os.path.join(where, REQUEST), found)
+            write_json(os.path.join(where, REQUEST), found)
     return found
 
 
@@ -87,7 +72,7 @@ def note_run(run_id: str, nodes: int, environ: Mapping[str, str] | None = None) 
     where = folder(environ)
     if where:
         with contextlib.suppress(OSError):
-            _write(os.path.join(where, RUN), {"run_id": run_id, "nodes": nodes})
+            write_json(os.path.join(where, RUN), {"run_id": run_id, "nodes": nodes})
 
 
 def head_command(stop_path: str, reason: str) -> str:
@@ -117,11 +102,12 @@ class Interrupts:
     def handle(self, signum: int, frame: Any = None) -> None:
         self.count += 1
         name = signal.Signals(signum).name
-        run = _read(os.path.join(self.where, RUN)) or {}
+        run = read_json_object(os.path.join(self.where, RUN)) or {}
         if self.count == 1:
             now = self.clock()
             try:
-                _write(os.path.join(self.where, REQUEST), {"at": now, "signal": name, "reason": reason_of(name, now)})
+                request = {"at": now, "signal": name, "reason": reason_of(name, now)}
+                write_json(os.path.join(self.where, REQUEST), request)
             except OSError as exc:
                 self.write(f"cannot ask the run to stop ({exc.strerror}); leaving")
                 self._leave(signum, frame, run)

@@ -9,12 +9,12 @@ Private to this collection; aorta.cluster.trace_parse's action calls both before
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Iterable, Mapping
 from typing import Any
 
 from ansible_collections.aorta.cluster.plugins.plugin_utils import _history
+from ansible_collections.aorta.cluster.plugins.plugin_utils._settings import read_json_object
 from ansible_collections.aorta.cluster.plugins.plugin_utils._vocabulary import DEFAULTS
 
 AUTO = "auto"
@@ -34,12 +34,7 @@ def thresholds(given: Mapping[str, Any] | None) -> dict[str, Any]:
 def _run_of(path: str) -> dict[str, Any] | None:
     """The run.json of a results directory, or of the directory holding a given report file."""
     folder = path if os.path.isdir(path) else os.path.dirname(os.path.abspath(path))
-    try:
-        with open(os.path.join(folder, "run.json"), encoding="utf-8") as handle:
-            found = json.load(handle)
-    except (OSError, ValueError):
-        return None
-    return found if isinstance(found, dict) else None
+    return read_json_object(os.path.join(folder, "run.json"))
 
 
 def baseline(given: Any, run_dir: str, ignore: Iterable[str] = ()) -> dict[str, Any]:

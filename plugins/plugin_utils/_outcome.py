@@ -17,6 +17,7 @@ from typing import Any
 
 from ansible_collections.aorta.cluster.plugins.module_utils.trace_analysis._verdict import verdict, verdict_line
 from ansible_collections.aorta.cluster.plugins.plugin_utils import _history, _junit
+from ansible_collections.aorta.cluster.plugins.plugin_utils._settings import read_json_object, write_text_atomic
 
 REPORT = "aorta_benchmark_report.json"
 
@@ -25,38 +26,12 @@ class OutcomeError(Exception):
     """No run.json to finish, or one that cannot be written; the message names the file."""
 
 
-def read_json(path: str) -> dict[str, Any] | None:
-    """The JSON object in ``path``, None when the file is missing or not an object."""
-    try:
-        with open(path, encoding="utf-8") as handle:
-            found = json.load(handle)
-    except (OSError, ValueError):
-        return None
-    return found if isinstance(found, dict) else None
-
-
-def write_atomic(path: str, text: str, mode: int = 0o644) -> None:
-    """``text`` into ``path`` through a temporary file beside it: a reader never sees half a file."""
-    tmp = f"{path}.{os.getpid()}.tmp"
-    try:
-        with open(tmp, "w", encoding="utf-8") as handle:
-            handle.write(text)
-        os.chmod(tmp, mode)
-        os.replace(tmp, path)
-    except OSError:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-
-
-def run_report(results_dir: str, run_id: Any) -> dict[str, Any] | None:
-    """This run's report, None when none was made (or the one there is another run's: a results
-    directory given by hand may be reused)."""
-    report = read_json(os.path.join(results_dir, REPORT))
+def of_run(report: Mapping[str, Any] | None, run_id: Any) -> Mapping[str, Any] | None:
+    """``report`` when it is this run's, None when none was made (or the one there is another
+    run's: a results directory given by hand may be reused)."""
     if report is None:
         return None
-    of_run = (report.get("run") or {}).get("run_id")
-    return report if of_run in (None, run_id) else None
+    return report if (report.get("run") or {}).get("run_id") in (None, run_id) else None
 
 
 def judge(run: Mapping[str, Any], report: Mapping[str, Any] | None) -> dict[str, Any]:
@@ -73,23 +48,25 @@ def finish(results_dir: str, ignore: Iterable[str] = (), write: bool = True) -> 
     its row into the history of the parent directory (the results root). Returns the verdict, its
     line, the paths written and whether the run passed; ``write=False`` (check mode) writes none."""
     run_json = os.path.join(results_dir, "run.json")
-    run = read_json(run_json)
+    run = read_json_object(run_json)
     if run is None:
         raise OutcomeError(f"{run_json}: no run.json to judge (run_record writes it first)")
-    report = run_report(results_dir, run.get("run_id"))
+    # Read once: the verdict, junit.xml and the history's row all come from these two.
+    written = read_json_object(os.path.join(results_dir, REPORT))
+    report = of_run(written, run.get("run_id"))
     found = judge(run, report)
     run["verdict"] = found
     paths = {"run_json": run_json, "junit": os.path.join(results_dir, "junit.xml")}
     if write:
         text = json.dumps(run, indent=4, sort_keys=True, separators=(",", ": "))
         try:
-            write_atomic(run_json, text)
-            write_atomic(paths["junit"], _junit.junit_xml(run, report))
+            write_text_atomic(run_json, text, 0o644)
+            write_text_atomic(paths["junit"], _junit.junit_xml(run, report), 0o644)
         except OSError as exc:
             raise OutcomeError(f"{exc.filename}: cannot write: {exc.strerror}") from None
         root = os.path.dirname(os.path.abspath(results_dir.rstrip("/")))
         try:
-            history = _history.update(root, results_dir, tuple(ignore))
+            history = _history.update(root, results_dir, tuple(ignore), run=run, report=written)
             paths.update(index_html=history["index_html"], index_json=history["index_json"])
         except OSError as exc:
             # The run's own record is written; a history that cannot be updated is said, not fatal.

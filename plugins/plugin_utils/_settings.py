@@ -12,6 +12,7 @@ what grows with the node count. Defaults come from the play's role aorta.cluster
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -74,12 +75,37 @@ def plan_dir(results_dir: str) -> str:
     return os.path.join(results_dir, ".plan")
 
 
+def write_text_atomic(path: str, text: str, mode: int | None = None) -> None:
+    """``text`` into ``path`` through a temporary file beside it: a reader sees the old file or the
+    new one, never half. With ``mode``, the file has it from its first byte (it may hold the SSH
+    password); without, the umask's. The temporary file is removed when the write fails."""
+    tmp = f"{path}.{os.getpid()}.tmp"
+    opener = None if mode is None else (lambda name, flags: os.open(name, flags, mode))
+    try:
+        with open(tmp, "w", encoding="utf-8", opener=opener) as handle:
+            handle.write(text)
+        if mode is not None:
+            os.chmod(tmp, mode)  # the umask may have taken bits off
+        os.replace(tmp, path)
+    except OSError:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
 def write_json(path: str, data: Mapping[str, Any]) -> None:
     os.makedirs(os.path.dirname(path), exist_ok=True)
-    tmp = f"{path}.{os.getpid()}.tmp"
-    with open(tmp, "w") as handle:
-        json.dump(data, handle)
-    os.replace(tmp, path)
+    write_text_atomic(path, json.dumps(data))
+
+
+def read_json_object(path: str) -> dict[str, Any] | None:
+    """The JSON object in ``path``; None when the file is missing, unreadable or not an object."""
+    try:
+        with open(path, encoding="utf-8") as handle:
+            found = json.load(handle)
+    except (OSError, ValueError):
+        return None
+    return found if isinstance(found, dict) else None
 
 
 def wait_json(

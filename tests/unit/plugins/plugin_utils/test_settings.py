@@ -110,3 +110,15 @@ def test_rank_order_takes_the_runs_order_once_computed_and_sorts_only_without_it
 def test_in_rank_order_follows_the_rank_not_the_group_order():
     hostvars = {"b": {"aorta_node_rank": "1"}, "a": {"aorta_node_rank": 2}, "c": {"aorta_node_rank": 0}, "x": {}}
     assert _settings.in_rank_order(lambda v: v, hostvars, ["a", "b", "c", "x"]) == ["c", "b", "a", "x"]
+
+
+def test_a_file_is_written_whole_with_its_mode_and_read_back_as_an_object(tmp_path):
+    path = tmp_path / "healthy.cluster.json"
+    _settings.write_text_atomic(str(path), '{"password": "x"}', 0o600)
+    assert oct(path.stat().st_mode & 0o777) == "0o600" and _settings.read_json_object(str(path)) == {"password": "x"}
+    (tmp_path / "list.json").write_text("[1]")
+    assert _settings.read_json_object(str(tmp_path / "list.json")) is None
+    assert _settings.read_json_object(str(tmp_path / "none.json")) is None
+    with pytest.raises(OSError):
+        _settings.write_text_atomic(str(tmp_path / "no-dir" / "f"), "x")
+    assert list(tmp_path.glob("**/*.tmp")) == []
