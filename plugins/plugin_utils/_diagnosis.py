@@ -270,6 +270,16 @@ def node_errors(nodes: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
     return rows
 
 
+def where_it_was(row: Mapping[str, Any]) -> str:
+    """Where a rank of ``behind`` was: `` at <frame>``, `` in <collective it waits in>`` and, unless it
+    raised, ``, last collective <op> #<seq>`` (the summary's and junit.xml's words)."""
+    text = f" at {row['frame']}" if row.get("frame") else ""
+    text += f" in {row['stuck_in']}" if row.get("stuck_in") else ""
+    if row.get("last_op") and not row.get("exception"):
+        text += f", last collective {row['last_op']} #{row.get('seq')}"
+    return text
+
+
 def summary(status: str, diagnosis: Mapping[str, Any]) -> str:
     """The one line for set_stats, the play's table and report.html's heading."""
     errors = [e for e in diagnosis.get("node_errors") or [] if e.get("kind") != "unreadable"]
@@ -290,13 +300,7 @@ def summary(status: str, diagnosis: Mapping[str, Any]) -> str:
             text += f" raised {row['exception']}: {row.get('message') or ''}".rstrip()
         elif status == "TIMEOUT":
             text += " is behind"
-        if row.get("frame"):
-            text += f" at {row['frame']}"
-        if row.get("stuck_in"):
-            text += f" in {row['stuck_in']}"
-        if row.get("last_op") and not row.get("exception"):
-            text += f", last collective {row['last_op']} #{row['seq']}"
-        parts.append(text)
+        parts.append(text + where_it_was(row))
     more = f" (+{len(behind) - 4} more)" if len(behind) > 4 else ""
     verb = "wait in" if status == "TIMEOUT" and diagnosis.get("method") == "flight recorder" else ""
     waiting = diagnosis.get("waiting") or ""

@@ -43,6 +43,8 @@ import xml.etree.ElementTree as ET
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from ansible_collections.aorta.cluster.plugins.plugin_utils._diagnosis import where_it_was
+
 STAGES = ("health", "launch", "run", "collect")
 MESSAGE_CHARS = 300
 DETAIL_CHARS = 4000
@@ -136,13 +138,7 @@ def _behind_text(row: Mapping[str, Any]) -> str:
         text += f" raised {row['exception']}: {row.get('message') or ''}".rstrip(": ")
     elif row.get("exit_code") is not None:
         text += f" exit {row['exit_code']}" + (f" at {row['at']}" if row.get("at") else "")
-    if row.get("frame"):
-        text += f" at {row['frame']}"
-    if row.get("stuck_in"):
-        text += f" in {row['stuck_in']}"
-    if row.get("last_op") and not row.get("exception"):
-        text += f", last collective {row['last_op']} #{row.get('seq')}"
-    return text
+    return text + where_it_was(row)
 
 
 def _node_findings(run: Mapping[str, Any], row: Mapping[str, Any]) -> list[str]:
@@ -354,37 +350,35 @@ def _untested(report: Mapping[str, Any], node_test: bool) -> str:
     return verdict if verdict.startswith("not tested") else ""
 
 
+def _finding_case(name: str, texts: list[str], untested: str = "") -> dict:
+    """One finding's testcase: failed naming each ``texts`` line, else skipped when the report could
+    not test for it (``untested``), else passed."""
+    where = "aorta.findings"
+    if texts:
+        return _case(where, name, "failure", _listed(name, texts), "\n".join(texts), "finding")
+    return _case(where, name, "skipped", untested) if untested else _case(where, name)
+
+
 def _slow_cases(report: Mapping[str, Any]) -> list[dict]:
     """``slow nodes``, ``stragglers`` and, when the report has them, ``slow links``."""
-    where = "aorta.findings"
-    cases = []
-    nodes = [_dict(n) for n in _list(report.get("slow_nodes"))]
-    texts = [
+    nodes = [
         f"node {n.get('node')}: compute {_percent(n.get('excess_ratio'))} over the median node "
         f"(ranks {','.join(str(r) for r in _list(n.get('ranks')))}; slowest in {n.get('slowest_steps')} "
         f"of {n.get('steps')} steps)"
-        for n in nodes
+        for n in (_dict(n) for n in _list(report.get("slow_nodes")))
     ]
-    if texts:
-        cases.append(_case(where, "slow nodes", "failure", _listed("slow nodes", texts), "\n".join(texts), "finding"))
-    else:
-        untested = _untested(report, True)
-        cases.append(_case(where, "slow nodes", "skipped", untested) if untested else _case(where, "slow nodes"))
-    ranks = [_dict(s) for s in _list(report.get("stragglers"))]
-    texts = [
+    ranks = [
         f"rank {s.get('rank')} on node {s.get('node')}: compute {_percent(s.get('excess_ratio'))} over the "
         f"median rank (slowest in {s.get('slowest_steps')} of {s.get('steps')} steps)"
-        for s in ranks
+        for s in (_dict(s) for s in _list(report.get("stragglers")))
     ]
-    if texts:
-        cases.append(_case(where, "stragglers", "failure", _listed("stragglers", texts), "\n".join(texts), "finding"))
-    else:
-        untested = _untested(report, False)
-        cases.append(_case(where, "stragglers", "skipped", untested) if untested else _case(where, "stragglers"))
+    cases = [
+        _finding_case("slow nodes", nodes, _untested(report, True)),
+        _finding_case("stragglers", ranks, _untested(report, False)),
+    ]
     if "slow_links" in report:
-        texts = [f"node {_dict(k).get('node')}: {_dict(k).get('reason')}" for k in _list(report.get("slow_links"))]
-        slow = _listed("slow links", texts) if texts else ""
-        cases.append(_case(where, "slow links", "failure" if texts else "", slow, "\n".join(texts), "finding"))
+        links = [f"node {_dict(k).get('node')}: {_dict(k).get('reason')}" for k in _list(report.get("slow_links"))]
+        cases.append(_finding_case("slow links", links))
     return cases
 
 
