@@ -315,9 +315,10 @@ class Supervisor:
             rc = reap(pid)
             if rc is not None:
                 self._event(f"exited {rc}")
-                if rc != 0:
-                    self._check_fabric()
-                return self._finish(rc, "ok" if rc == 0 else "failed", "" if rc == 0 else f"exit code {rc}")
+                if rc == 0:
+                    return self._finish(rc, "ok", "")
+                self._check_fabric()
+                return self._finish(rc, "failed", self._exit_reason(rc))
             if self.stop_requested or self._elapsed() >= self.timeout:
                 return self._stop(pid)
             now = self.clock()
@@ -334,6 +335,19 @@ class Supervisor:
                     self.status["cluster_stop"] = self.cluster_stop
                     return self._stop(pid)
             self.sleep(self.poll)
+
+    def _exit_reason(self, rc):
+        """Why the workload ended non-zero. A user's stop can reach a peer first: its ranks end, and
+        this node's, waiting in a collective with them, fail before this node's next report. The head
+        is asked once, so the node's record names the stop rather than the exit it caused."""
+        reason = f"exit code {rc}"
+        if self.watch is None:
+            return reason
+        stop = self._call_watch("beat", self._body())
+        if not stop or stop.get("kind") != "stopped":
+            return reason
+        self.status["cluster_stop"] = stop
+        return f"stopped from the controller: {stop.get('reason')} (the workload had ended with {reason})"
 
     def _stop(self, pid):
         stop = self.cluster_stop

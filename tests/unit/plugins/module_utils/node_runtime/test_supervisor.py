@@ -282,6 +282,28 @@ def test_the_heads_stop_captures_then_stops_the_workload_as_failed_naming_the_no
     assert watch.final["finished"] is True and watch.final["outcome"] == "failed"
 
 
+class StoppedWatch(ScriptedWatch):
+    """The controller's stop already in force at the head when this node's workload ends."""
+
+    def beat(self, body):
+        self.bodies.append(body)
+        return {"node": "controller", "kind": "stopped", "reason": "interrupted on the controller", "by": "head"}
+
+
+def test_a_workload_that_fails_after_the_users_stop_reached_a_peer_is_recorded_as_stopped(tmp_path):
+    # Its ranks end when a peer's stop closes their collective, before this node's next report: the
+    # head, asked once at the exit, says the run was stopped, and the record names that, not "exit code 1".
+    status = make(tmp_path, ["bash", "-c", "exit 1"], watch=StoppedWatch(), heartbeat_every=60).run()
+    assert status["outcome"] == "failed" and status["rc"] == 1
+    assert status["reason"] == (
+        "stopped from the controller: interrupted on the controller (the workload had ended with exit code 1)"
+    )
+    assert status["cluster_stop"]["kind"] == "stopped"
+    # A failure of its own, with no stop at the head, keeps its exit code as the reason.
+    plain = make(tmp_path, ["bash", "-c", "exit 1"], watch=ScriptedWatch(), heartbeat_every=60).run()
+    assert plain["reason"] == "exit code 1" and "cluster_stop" not in plain
+
+
 def test_a_node_the_head_refuses_launches_nothing(tmp_path):
     marker = tmp_path / "ran"
     refusal = "fabric: the head h's aggregator at 10.0.0.1:29500/udp did not answer in 120 s"
