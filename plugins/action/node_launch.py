@@ -161,7 +161,7 @@ class ActionModule(ActionBase):
             if step:
                 result.update(step)
                 return
-            job = self._supervise(plan, hostvars, task_vars)
+            job = self._supervise(plan, hostvars, task_vars, self._attach(prepared, result, hostvars))
         except AnsibleConnectionFailure as exc:
             result.update(failed=True, msg=f"launch: unreachable: {node}: {exc}")
             return
@@ -173,7 +173,19 @@ class ActionModule(ActionBase):
         result["started"] = {"start_floor": started.get("start_floor"), "container_id": started.get("container_id")}
         result.update(changed=True, job={"pid": job.get("pid"), "status_path": job.get("status_path")})
 
-    def _supervise(self, plan: dict[str, Any], hostvars: Any, task_vars: dict[str, Any]) -> dict[str, Any]:
+    def _attach(self, prepared: dict[str, Any], planned: dict[str, Any], hostvars: Any) -> dict[str, Any]:
+        """What a watch re-attached from another controller reads back (aorta.cluster.run_attach): this
+        node's probe and launch results and the run's start, kept on the node by its supervisor."""
+        started = self._templar.template((hostvars.get("localhost") or {}).get("aorta_run_started_epoch"))
+        return {
+            "prepare": {k: v for k, v in prepared.items() if k != "invocation"},
+            "launch": dict(planned),
+            "run_started_epoch": started,
+        }
+
+    def _supervise(
+        self, plan: dict[str, Any], hostvars: Any, task_vars: dict[str, Any], attach: dict[str, Any]
+    ) -> dict[str, Any]:
         """The container started and its supervisor detached on the node, in one remote command."""
         supervisor = dict(plan["supervisor"])
         secret = self._templar.template(hostvars["localhost"]["aorta_run_secret_resolved"])
@@ -184,7 +196,7 @@ class ActionModule(ActionBase):
         container = {k: v for k, v in plan["container_args"].items() if k != "container"}
         return self._execute_module(
             module_name="aorta.cluster.run_supervisor",
-            module_args=dict(supervisor, start=container, detach=True),
+            module_args=dict(supervisor, start=container, detach=True, attach=attach),
             task_vars=task_vars,
         )
 

@@ -244,6 +244,13 @@ options:
         type: list
         elements: str
         default: []
+  attach:
+    description:
+      - "What a watch re-attached to this run from another controller needs (the controller's launch and probe
+        results of this node, M(aorta.cluster.run_attach) reads them back): written, with the supervisor's
+        process id, to C(runs/<run_id>.attach.json) in O(directory) (mode 0600) once the supervisor holds the
+        node's lease."
+    type: dict
   detach:
     description:
       - "Return as soon as the supervisor has taken the node's lease (and, on the head, serves the
@@ -365,6 +372,26 @@ class Refused(Exception):
 
 def status_path(directory, run_id):
     return os.path.join(directory, "runs", f"{run_id}.json")
+
+
+def attach_path(directory, run_id):
+    return os.path.join(directory, "runs", f"{run_id}.attach.json")
+
+
+def write_attach(p, extra):
+    """O(attach), with this process's id and the container's start, for a re-attached watch (0600:
+    the launch's environment may hold tokens). A failure to write costs only the re-attach."""
+    if not p["attach"]:
+        return
+    path = attach_path(p["directory"], p["run_id"])
+    record = dict(p["attach"], supervisor_pid=os.getpid(), started=extra.get("started"))
+    tmp = f"{path}.{os.getpid()}.tmp"
+    try:
+        with os.fdopen(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "w") as handle:
+            json.dump(record, handle, sort_keys=True, default=str)
+        os.replace(tmp, path)
+    except (OSError, TypeError, ValueError):
+        return
 
 
 def detach(work, log_path):
@@ -494,6 +521,7 @@ def _argument_spec():
         "remove_container": {"type": "bool", "default": True},
         "docker": {"type": "str", "default": "docker"},
         "start": {"type": "dict", "options": START_OPTIONS},
+        "attach": {"type": "dict"},
         "detach": {"type": "bool", "default": False},
     }
 
@@ -564,11 +592,12 @@ def _supervise_attached(module, p, path, launch, cleanup, diagnose, capture_note
         supervisor, lease = prepare(p, path, launch, cleanup, diagnose, capture_note)
     except Refused as exc:
         module.fail_json(msg=str(exc), status_path=path, **extra)
+    write_attach(p, extra)
     status = supervise(supervisor, lease, p["run_id"])
     module.exit_json(changed=True, status=status, status_path=path, **extra)
 
 
-def _detached_work(p, path, launch, cleanup, diagnose, capture_note):
+def _detached_work(p, path, launch, cleanup, diagnose, capture_note, extra):
     """What the detached process runs: prepare, report its pid (or why it refused), then supervise."""
 
     def work(report):
@@ -577,6 +606,7 @@ def _detached_work(p, path, launch, cleanup, diagnose, capture_note):
         except Refused as exc:
             report({"failed": True, "msg": str(exc)})
             return 1
+        write_attach(p, extra)
         report({"pid": os.getpid()})
         supervise(supervisor, lease, p["run_id"])
         return 0
@@ -622,7 +652,7 @@ def main() -> None:
     if not p["detach"]:
         _supervise_attached(module, p, path, launch, cleanup, diagnose, capture_note, extra)
 
-    work = _detached_work(p, path, launch, cleanup, diagnose, capture_note)
+    work = _detached_work(p, path, launch, cleanup, diagnose, capture_note, extra)
     _supervise_detached(module, p, path, work, extra)
 
 

@@ -229,6 +229,7 @@ INTERNAL = frozenset(
         "aorta_history",
         "aorta_run_secret_resolved",
         "aorta_watch",
+        "aorta_attach",
     }
 )
 

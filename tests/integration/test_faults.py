@@ -379,3 +379,27 @@ def test_two_ctrl_c_leave_at_once_and_the_stop_playbook_then_frees_the_nodes(sta
     for index in range(len(standin_cluster.nodes)):  # each node's lease is free for the next run
         lease = standin_cluster.node_exec(index, "cat", f"/var/tmp/aorta-cluster/{LEASE_FILE}", check=False)
         assert run_id not in lease, lease
+    # The same id again: the run has ended; the stop says so, once, and exits 0 (nothing to stop).
+    again = standin_cluster.tool(
+        "ansible-playbook",
+        "playbooks/stop.yml",
+        "-i",
+        str(standin_cluster.cluster_json),
+        "-e",
+        f"@{standin_cluster.vars_yml}",
+        "-e",
+        f"aorta_run_id={run_id}",
+    )
+    assert again.returncode == 0 and again.stdout.count(f"run {run_id} already ended on ") == 1, again.stdout[-3000:]
+    # An id no run of this cluster had is refused on the head, in one line, and stops nothing.
+    wrong = standin_cluster.tool(
+        "ansible-playbook",
+        "playbooks/stop.yml",
+        "-i",
+        str(standin_cluster.cluster_json),
+        "-e",
+        f"@{standin_cluster.vars_yml}",
+        "-e",
+        "aorta_run_id=no-such-run",
+    )
+    assert wrong.returncode != 0 and "no run no-such-run on " in wrong.stdout, wrong.stdout[-3000:]

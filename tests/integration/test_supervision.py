@@ -69,6 +69,60 @@ def test_controller_killed_mid_run_the_nodes_end_the_run_themselves_then_a_new_r
     assert "preflight[lease]" not in proc2.stdout
 
 
+def test_a_watch_re_attached_20_s_after_the_controller_was_killed_finishes_the_run(standin_cluster, tmp_path):
+    """SIGKILL to ansible-playbook once the ranks train; 20 s later `aorta.cluster.watch` with the run's
+    id, from a new process, re-attaches to what every node kept at launch and finishes the run as the
+    original play would: run.json COMPLETED (its start the original's), every node collected."""
+    run_id = "reattach-" + uuid.uuid4().hex[:6]
+    # About a second a step: the run outlives the kill and the 20 s, then ends by itself.
+    training = {"training.max_steps": 40, "standin.compute_ms": 800}
+    launched = time.time()
+    proc, results, out = standin_cluster.start(tmp_path, run_id, aorta_training_overrides=training)
+    try:
+        standin_cluster.wait_until_training(range(len(standin_cluster.nodes)), run_id, proc, out)
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+    assert not (results / "run.json").exists()
+    time.sleep(20)
+    before = min(
+        min(standin_cluster.node_status(i, run_id)["progress"].values()) for i in range(len(standin_cluster.nodes))
+    )
+    assert before < 40, "the run ended before the watch re-attached: nothing left to prove"
+    watched = standin_cluster.tool(
+        "ansible-playbook",
+        "aorta.cluster.watch",
+        "-i",
+        str(standin_cluster.cluster_json),
+        "-e",
+        f"@{standin_cluster.vars_yml}",
+        "-e",
+        json.dumps({"aorta_run_id": run_id, "aorta_results_dir": str(results), "aorta_training_overrides": training}),
+    )
+    (tmp_path / "watch.log").write_text(watched.stdout + watched.stderr)
+    assert watched.returncode == 0, watched.stdout[-3000:] + watched.stderr[-2000:]
+    run = json.loads((results / "run.json").read_text())
+    assert run["status"] == "COMPLETED" and run["run_id"] == run_id, run["message"]
+    assert run["started_epoch"] <= launched + 10, (run["started_epoch"], launched)  # the run's start, not the watch's
+    assert run["verdict"]["verdict"] == "PASS", run["verdict"]
+    assert [n["state"] for n in run["nodes"]] == ["ok"] * len(standin_cluster.nodes), run["nodes"]
+    manifest = json.loads((results / "combined_traces" / "manifest.json").read_text())
+    assert all(n["collected"] for n in manifest["nodes"]) and not manifest["missing_ranks"], manifest["nodes"]
+    assert standin_cluster.containers_of(run_id) == []
+    # A wrong id is refused on the head, naming it, and nothing is touched.
+    wrong = standin_cluster.tool(
+        "ansible-playbook",
+        "aorta.cluster.watch",
+        "-i",
+        str(standin_cluster.cluster_json),
+        "-e",
+        f"@{standin_cluster.vars_yml}",
+        "-e",
+        json.dumps({"aorta_run_id": "no-such-run", "aorta_results_dir": str(tmp_path / "wrong")}),
+    )
+    assert wrong.returncode != 0 and "no run no-such-run was launched on" in wrong.stdout, wrong.stdout[-3000:]
+
+
 def test_two_runs_started_together_exactly_one_launches(standin_cluster, tmp_path):
     ids = ["twin-a-" + uuid.uuid4().hex[:4], "twin-b-" + uuid.uuid4().hex[:4]]
     procs = [standin_cluster.start(tmp_path, rid, aorta_collect_traces=False) for rid in ids]

@@ -110,10 +110,15 @@ def test_detach_starts_the_container_returns_at_once_and_the_run_goes_on_alone(r
             "floor_dir": {"container": str(out), "host": str(out)},
         },
         "detach": True,
+        "attach": {"launch": {"rank": 0, "status_path": "s"}, "prepare": {"reached": True}, "run_started_epoch": 7},
     }
     Lease(args["directory"]).acquire({"run_id": "r2", "owner": "me@ctl", "expires_at": 9e9})
     result = run_module(run_supervisor, args)
     assert "status" not in result and result["pid"] > 0, result
+    # What a re-attached watch reads back: the controller's results, the supervisor's pid, owner-only.
+    kept = Path(args["directory"]) / "runs" / "r2.attach.json"
+    assert json.loads(kept.read_text()) == dict(args["attach"], supervisor_pid=result["pid"], started=result["started"])
+    assert kept.stat().st_mode & 0o777 == 0o600
     assert result["started"]["container_id"] == "" and isinstance(result["started"]["start_floor"], float)
     held = Lease(args["directory"]).read()
     assert held["run_id"] == "r2" and held["holder_pid"] == result["pid"]  # the detached process holds it

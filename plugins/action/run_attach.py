@@ -1,0 +1,105 @@
+# Copyright (c) aorta.cluster contributors
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""The controller side of aorta.cluster.run_attach (documented in plugins/modules/run_attach.py): what
+the node kept at launch becomes its aorta_prepare and aorta_launch again, so the plays that end,
+collect and record a run serve a watch re-attached from another controller unchanged."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ansible.plugins.action import ActionBase
+from ansible.utils.display import Display
+
+from ansible_collections.aorta.cluster.plugins.plugin_utils import _settings
+
+display = Display()
+
+NAMES = ("aorta_run_id_resolved", "aorta_lease_dir", "aorta_connect_timeout")
+
+
+def holder_words(lease: dict[str, Any] | None) -> str:
+    """Who holds the node, for a refusal."""
+    if not lease:
+        return "the node is free"
+    if lease.get("live"):
+        return f"the node is held by {lease.get('line')}"
+    return f"the node's last lease was {lease.get('line')}"
+
+
+def attachment(node: str, is_head: bool, run_id: str, answer: dict[str, Any], purpose: str) -> dict[str, Any]:
+    """The task's result from the module's ``answer``: ``prepare`` and ``launch`` for the play (the
+    launch's own results, or those of a node the run excluded), or ``failed`` with one line. Only the
+    cluster file's head refuses a wrong id (one line, not one per node); a node that holds nothing of
+    the run is ended as not launched. To a stop, a run that has already ended is said, once, not stopped."""
+    kept, status, lease = answer.get("attach"), answer.get("status") or {}, answer.get("lease")
+    ours = bool(lease and lease.get("run_id") == run_id and lease.get("live"))
+    if purpose == "stop":
+        if is_head and status.get("finished") and not ours:
+            # Nothing left to stop (a first Ctrl-C's stop may have ended it already): said, not failed.
+            why = f"{status.get('outcome')}: {status.get('reason')}" if status.get("reason") else status.get("outcome")
+            line = f"run {run_id} already ended on {node} ({why}): nothing to stop; {holder_words(lease)}"
+            return {"changed": False, "state": "finished", "line": line}
+        if is_head and not kept and not ours:
+            return {"failed": True, "msg": f"no run {run_id} on {node}: {holder_words(lease)}"}
+        return {"changed": False, "state": status.get("state") or ("held" if ours else "absent")}
+    if kept:
+        launch = dict(kept.get("launch") or {})
+        # The supervisor's own pid and the container's start, as the launch task returned them.
+        launch["job"] = {"pid": kept.get("supervisor_pid"), "status_path": launch.get("status_path")}
+        launch["started"] = kept.get("started") or {}
+        return {
+            "changed": False,
+            "prepare": kept.get("prepare") or {},
+            "launch": launch,
+            "run_started_epoch": kept.get("run_started_epoch"),
+            "state": status.get("state") or "unknown",
+        }
+    if ours:  # held by the run, never launched: preflight excluded it
+        why = f"excluded from run {run_id} by its preflight (that run's console log says why)"
+        return {
+            "changed": False,
+            "prepare": {"excluded": True, "reached": True, "failures": [why]},
+            "launch": {"excluded": True},
+            "state": "excluded",
+        }
+    if is_head:
+        return {"failed": True, "msg": f"no run {run_id} was launched on {node}: {holder_words(lease)}"}
+    return {"changed": False, "prepare": {"reached": True}, "launch": {}, "state": "absent"}
+
+
+class ActionModule(ActionBase):
+    TRANSFERS_FILES = False
+    _VALID_ARGS = frozenset(("purpose",))
+
+    def run(self, tmp: Any = None, task_vars: dict[str, Any] | None = None) -> dict[str, Any]:
+        result = super().run(tmp, task_vars)
+        task_vars = task_vars or {}
+        purpose = str(self._task.args.get("purpose") or "watch")
+        if purpose not in ("watch", "stop"):
+            result.update(failed=True, msg=f"purpose: watch or stop, not {purpose!r}")
+            return result
+        try:
+            s = _settings.read(self._templar.template, task_vars, NAMES)
+        except _settings.SettingsError as exc:
+            result.update(failed=True, msg=str(exc))
+            return result
+        run_id = str(s["aorta_run_id_resolved"])
+        if not run_id:
+            result.update(failed=True, msg="pass -e aorta_run_id=<id>: the run printed it at its start")
+            return result
+        _settings.bound_connection(self._connection, s["aorta_connect_timeout"], run_id)
+        answer = self._execute_module(
+            module_name="aorta.cluster.run_attach",
+            module_args={"run_id": run_id, "directory": s["aorta_lease_dir"], "purpose": purpose},
+            task_vars=task_vars,
+        )
+        if answer.get("failed"):
+            result.update(failed=True, msg=f"run_attach: {answer.get('msg')}")
+            return result
+        node = str(task_vars.get("inventory_hostname"))
+        result.update(attachment(node, node == _settings.head_of(task_vars), run_id, answer, purpose))
+        if result.get("line"):
+            display.display(result["line"])
+        return result

@@ -1,0 +1,138 @@
+#!/usr/bin/python
+# Copyright (c) aorta.cluster contributors
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+module: run_attach
+short_description: Re-attach to a run launched from another controller, by its id
+version_added: 0.1.0
+description:
+  - "Reads back, on one node, what M(aorta.cluster.run_supervisor) kept there at launch for a watch
+    re-attached to the run (C(runs/<run_id>.attach.json): the node's probe and launch results), the
+    supervisor's status and the node's lease. One remote command per node, once."
+  - "The action plugin of the same name hands the probe and launch results to the play as the node's
+    C(aorta_prepare) and C(aorta_launch), so the run is watched, ended, collected and recorded as the
+    play that launched it would have (the playbook C(aorta.cluster.watch)). A node that holds nothing of
+    the run fails, naming the run that holds it, if any; a node the run excluded is ended as excluded."
+author:
+  - aorta.cluster maintainers (@aorta-cluster)
+options:
+  run_id:
+    description: The run to re-attach to (the run printed it at its start).
+    type: str
+    required: true
+  directory:
+    description: The node-local directory of the lease and the supervisors' status files.
+    type: path
+    default: /var/tmp/aorta-cluster
+  purpose:
+    description:
+      - "V(watch): the node's probe and launch results for the plays that follow; on the cluster file's head, a run
+        that launched nothing there and holds no lease fails, naming the run that holds the node, if any."
+      - "V(stop): on the head, the same refusal; a run that has already ended is said in one line (nothing is left
+        to stop) and the module does not fail."
+    type: str
+    choices: [watch, stop]
+    default: watch
+extends_documentation_fragment:
+  - aorta.cluster._attributes
+attributes:
+  check_mode:
+    support: full
+    details: It only reads.
+  diff_mode:
+    support: none
+  action:
+    description: An action plugin of the same name runs on the controller around the module.
+    support: full
+"""
+
+EXAMPLES = r"""
+- name: Re-attach to a run by its id
+  aorta.cluster.run_attach:
+    run_id: 20261201T101500-a1b2c3
+"""
+
+RETURN = r"""
+attach:
+  description:
+    - What the launch kept for a re-attached watch (C(prepare), C(launch), C(run_started_epoch),
+      C(supervisor_pid)); null when the run launched nothing here.
+  returned: always
+  type: dict
+status:
+  description: The supervisor's status (C(state), C(finished), C(outcome), C(reason)); null when there is none.
+  returned: always
+  type: dict
+lease:
+  description: The node's lease (C(run_id), C(live), C(why), C(line)); null when the node is free.
+  returned: always
+  type: dict
+"""
+
+import json
+import os
+import time
+
+from ansible.module_utils.basic import AnsibleModule
+
+from ansible_collections.aorta.cluster.plugins.module_utils.node_runtime._lease import (
+    Lease,
+    LeaseError,
+    describe,
+    liveness,
+)
+
+STATUS_KEYS = ("state", "finished", "outcome", "reason", "ended_at")
+
+
+def read_json(path):
+    """The JSON object at ``path``; None when it is missing or not an object."""
+    try:
+        with open(path) as handle:
+            data = json.load(handle)
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def lease_of(directory, now):
+    """The node's lease as the controller needs it; None when the node is free."""
+    try:
+        lease = Lease(directory).read()
+    except LeaseError as exc:
+        return {"run_id": None, "live": False, "why": str(exc), "line": str(exc)}
+    if lease is None:
+        return None
+    live, why = liveness(lease, now)
+    return {"run_id": lease.get("run_id"), "live": live, "why": why, "line": describe(lease, why)}
+
+
+def attached(directory, run_id, now):
+    runs = os.path.join(directory, "runs")
+    status = read_json(os.path.join(runs, f"{run_id}.json"))
+    return {
+        "attach": read_json(os.path.join(runs, f"{run_id}.attach.json")),
+        "status": {k: status.get(k) for k in STATUS_KEYS} if status else None,
+        "lease": lease_of(directory, now),
+    }
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec={
+            "run_id": {"type": "str", "required": True},
+            "directory": {"type": "path", "default": "/var/tmp/aorta-cluster"},
+            "purpose": {"type": "str", "choices": ["watch", "stop"], "default": "watch"},
+        },
+        supports_check_mode=True,
+    )
+    p = module.params
+    module.exit_json(changed=False, **attached(p["directory"], p["run_id"], time.time()))
+
+
+if __name__ == "__main__":
+    main()

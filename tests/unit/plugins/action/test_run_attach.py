@@ -1,0 +1,64 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""run_attach's decision, from what a node answered: the launch's own results back (job and all), a
+node the run excluded ended as excluded, a wrong id refused on the head only (one line naming who
+holds the node), a finished run said to a stop, once, and left alone."""
+
+from __future__ import annotations
+
+from ansible_collections.aorta.cluster.plugins.action.run_attach import attachment
+
+KEPT = {
+    "launch": {
+        "rank": 2,
+        "head": "h",
+        "status_path": "/var/tmp/aorta-cluster/runs/r1.json",
+        "deadlines": {"wait_s": 9},
+    },
+    "prepare": {"reached": True, "derived": {"fingerprint": {"kernel": "6.8"}}},
+    "run_started_epoch": 1700000000,
+    "supervisor_pid": 42,
+    "started": {"container_id": "c0ffee", "start_floor": 1.5},
+}
+OURS = {"run_id": "r1", "live": True, "line": "run r1 (owner me@ctl, lease until ...)"}
+OTHER = {"run_id": "r9", "live": True, "line": "run r9 (owner you@ctl2, lease until 2026-12-06T12:00:00Z)"}
+
+
+def test_what_the_launch_kept_is_the_launch_result_again_with_its_job():
+    done = attachment("n2", False, "r1", {"attach": KEPT, "status": {"state": "running"}, "lease": OURS}, "watch")
+    assert not done.get("failed") and done["prepare"] == KEPT["prepare"] and done["state"] == "running"
+    assert done["launch"]["job"] == {"pid": 42, "status_path": "/var/tmp/aorta-cluster/runs/r1.json"}
+    assert done["launch"]["rank"] == 2 and done["launch"]["started"] == KEPT["started"]
+    assert done["run_started_epoch"] == 1700000000
+
+
+def test_a_node_the_run_excluded_is_ended_as_excluded():
+    done = attachment("n3", False, "r1", {"attach": None, "status": None, "lease": OURS}, "watch")
+    assert done["launch"] == {"excluded": True} and done["prepare"]["excluded"] and done["state"] == "excluded"
+    assert "excluded from run r1" in done["prepare"]["failures"][0]
+
+
+def test_a_wrong_id_is_refused_on_the_head_naming_the_run_that_holds_it_and_passed_over_elsewhere():
+    answer = {"attach": None, "status": None, "lease": OTHER}
+    refused = attachment("h", True, "r1", answer, "watch")
+    assert refused == {
+        "failed": True,
+        "msg": "no run r1 was launched on h: the node is held by " + OTHER["line"],
+    }
+    assert attachment("h", True, "r1", {"attach": None, "lease": None}, "watch")["msg"].endswith("the node is free")
+    elsewhere = attachment("n1", False, "r1", answer, "watch")
+    assert not elsewhere.get("failed") and elsewhere["launch"] == {} and elsewhere["state"] == "absent"
+
+
+def test_a_stop_refuses_a_wrong_id_on_the_head_and_says_a_finished_run_is_over():
+    ended = {"attach": KEPT, "status": {"finished": True, "outcome": "ok", "reason": ""}, "lease": None}
+    assert attachment("h", True, "r1", ended, "stop") == {
+        "changed": False,
+        "state": "finished",
+        "line": "run r1 already ended on h (ok): nothing to stop; the node is free",
+    }
+    wrong = attachment("h", True, "r1", {"attach": None, "status": None, "lease": OTHER}, "stop")
+    assert wrong["failed"] and wrong["msg"].startswith("no run r1 on h: the node is held by run r9")
+    running = attachment("h", True, "r1", {"attach": KEPT, "status": {"state": "running"}, "lease": OURS}, "stop")
+    assert running == {"changed": False, "state": "running"}
+    # A worker never refuses: the head's line is the one the user sees.
+    assert not attachment("n1", False, "r1", ended, "stop").get("failed")
