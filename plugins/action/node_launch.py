@@ -232,7 +232,13 @@ class ActionModule(ActionBase):
             return None
         image, archive = str(s["aorta_docker_image"]), str(s["aorta_image_archive"] or "")
         if not archive:
-            self._command(["docker", "pull", image])
+            pulled = self._command(["docker", "pull", image])
+            if pulled.get("rc"):  # docker's own line says why (the registry's answer, a name it does not know)
+                said = str(pulled.get("stderr") or pulled.get("msg") or "").strip().splitlines()
+                return {
+                    "failed": True,
+                    "msg": f"{node}: docker pull {image} failed: {said[-1] if said else 'no output'}",
+                }
         else:
             remote = f"{str(s['aorta_image_archive_remote_dir']).rstrip('/')}/{os.path.basename(archive)}"
             self._connection.put_file(archive, remote)

@@ -1,13 +1,16 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 """node_launch in check mode over a two-node "cluster" of local hosts: each node's plan (rendezvous
 on the head's address and the port the head picked, its own rank) printed once per node and
-returned, and nothing started."""
+returned, and nothing started; a pull docker refuses fails the launch with docker's own line."""
 
 from __future__ import annotations
 
 import json
+from types import SimpleNamespace
 
 from test_node_prepare import PREPARE, head_without_its_checkout, leases, run_vars
+
+from ansible_collections.aorta.cluster.plugins.action.node_launch import ActionModule
 
 LAUNCH = {"name": "Launch", "aorta.cluster.node_launch": None, "register": "aorta_launch"}
 
@@ -40,3 +43,28 @@ def test_an_excluded_head_launches_nothing_and_the_new_head_is_rank_0(cluster_pl
     assert new["launch_mode"] == "torchrun" and "--nnodes=1" in new["plan"]["argv"]
     assert new["master_port"] == out["aorta_prepare"]["127.0.0.1"]["port"]
     assert [e["name"] for e in new["excluded_nodes"]] == ["localhost"]
+
+
+def image_step(answers: dict) -> tuple[dict | None, list]:
+    """node_launch's image step with each docker command answered from ``answers`` (by subcommand)."""
+    task = SimpleNamespace(args={}, async_val=0, check_mode=False, action="aorta.cluster.node_launch")
+    connection = SimpleNamespace(_shell=SimpleNamespace(tmpdir=None))
+    action = ActionModule(task, connection, SimpleNamespace(check_mode=False), None, None)
+    sent: list = []
+
+    def command(argv):
+        sent.append(argv)
+        return answers.get(argv[1], {"rc": 0})
+
+    action._command = command
+    settings = {"aorta_docker_image": "rocm/pytorch:no-such-tag", "aorta_image_archive": ""}
+    return action._image(settings, {"facts": {}}, "n1"), sent
+
+
+def test_a_failed_pull_fails_the_launch_with_dockers_own_line():
+    error = "Error response from daemon: manifest for rocm/pytorch:no-such-tag not found: manifest unknown"
+    step, sent = image_step({"pull": {"rc": 1, "stderr": f"Pulling...\n{error}\n"}})
+    assert step == {"failed": True, "msg": f"n1: docker pull rocm/pytorch:no-such-tag failed: {error}"}
+    assert [argv[1] for argv in sent] == ["pull"]  # nothing inspected after a pull docker refused
+    ok, sent = image_step({})
+    assert ok is None and [argv[1] for argv in sent] == ["pull", "image"]
