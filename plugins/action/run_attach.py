@@ -7,16 +7,30 @@ collect and record a run serve a watch re-attached from another controller uncha
 
 from __future__ import annotations
 
+import datetime as dt
 from typing import Any
 
 from ansible.plugins.action import ActionBase
 from ansible.utils.display import Display
 
+from ansible_collections.aorta.cluster.plugins.module_utils.node_runtime import _time_bounds
 from ansible_collections.aorta.cluster.plugins.plugin_utils import _settings
+from ansible_collections.aorta.cluster.plugins.plugin_utils._controller import controller_identity
 
 display = Display()
 
-NAMES = ("aorta_run_id_resolved", "aorta_lease_dir", "aorta_connect_timeout")
+NAMES = ("aorta_run_id_resolved", "aorta_lease_dir", "aorta_connect_timeout", "aorta_kill_grace_seconds")
+
+
+def stop_args(grace_seconds: Any, who: str, now: dt.datetime) -> dict[str, Any]:
+    """What a stop asks of the module: the head's stop request with who asked and when, and every
+    node's wait for its supervisor, to the supervisors' own stop bound once the head has told them
+    (a heartbeat for the head to read the request, one for each worker to hear of it)."""
+    bound = _time_bounds.stop_bound_s(int(grace_seconds), 0) + 2 * _time_bounds.HEARTBEAT_S
+    return {
+        "stop_reason": f"stopped by aorta.cluster.stop from {who} at {now:%Y-%m-%d %H:%M:%S} UTC",
+        "wait_seconds": int(bound),
+    }
 
 
 def holder_words(lease: dict[str, Any] | None) -> str:
@@ -36,14 +50,22 @@ def attachment(node: str, is_head: bool, run_id: str, answer: dict[str, Any], pu
     kept, status, lease = answer.get("attach"), answer.get("status") or {}, answer.get("lease")
     ours = bool(lease and lease.get("run_id") == run_id and lease.get("live"))
     if purpose == "stop":
-        if is_head and status.get("finished") and not ours:
+        # Ended before this stop asked anything (the status is read again after the wait it asked for).
+        if is_head and status.get("finished") and not ours and not answer.get("asked_head"):
             # Nothing left to stop (a first Ctrl-C's stop may have ended it already): said, not failed.
             why = f"{status.get('outcome')}: {status.get('reason')}" if status.get("reason") else status.get("outcome")
             line = f"run {run_id} already ended on {node} ({why}): nothing to stop; {holder_words(lease)}"
             return {"changed": False, "state": "finished", "line": line}
         if is_head and not kept and not ours:
             return {"failed": True, "msg": f"no run {run_id} on {node}: {holder_words(lease)}"}
-        return {"changed": False, "state": status.get("state") or ("held" if ours else "absent")}
+        return {
+            "changed": bool(answer.get("asked_head")),
+            "state": status.get("state") or ("held" if ours else "absent"),
+            "outcome": status.get("outcome"),
+            "reason": str(status.get("reason") or "")[:300],
+            "asked_head": bool(answer.get("asked_head")),
+            "waited_s": answer.get("waited_s", 0),
+        }
     if kept:
         launch = dict(kept.get("launch") or {})
         # The supervisor's own pid and the container's start, as the launch task returned them.
@@ -90,11 +112,11 @@ class ActionModule(ActionBase):
             result.update(failed=True, msg="pass -e aorta_run_id=<id>: the run printed it at its start")
             return result
         _settings.bound_connection(self._connection, s["aorta_connect_timeout"], run_id)
-        answer = self._execute_module(
-            module_name="aorta.cluster.run_attach",
-            module_args={"run_id": run_id, "directory": s["aorta_lease_dir"], "purpose": purpose},
-            task_vars=task_vars,
-        )
+        args = {"run_id": run_id, "directory": s["aorta_lease_dir"], "purpose": purpose}
+        if purpose == "stop":
+            now = dt.datetime.now(dt.timezone.utc)
+            args.update(stop_args(s["aorta_kill_grace_seconds"], controller_identity(), now))
+        answer = self._execute_module(module_name="aorta.cluster.run_attach", module_args=args, task_vars=task_vars)
         if answer.get("failed"):
             result.update(failed=True, msg=f"run_attach: {answer.get('msg')}")
             return result

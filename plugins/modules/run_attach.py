@@ -37,12 +37,25 @@ options:
     type: str
     choices: [watch, stop]
     default: watch
+  stop_reason:
+    description:
+      - "With O(purpose=stop): on the run's head (the node that holds the run's aggregate), the head's stop request
+        is written with this reason, unless the run has ended; its aggregator then stops every node the usual way
+        (SIGTERM, grace, SIGKILL, cleanup)."
+    type: str
+    default: ""
+  wait_seconds:
+    description:
+      - With O(purpose=stop), how long to wait for this node's supervisor to finish after the request (the stop
+        bound); C(status) is then read again.
+    type: int
+    default: 0
 extends_documentation_fragment:
   - aorta.cluster._attributes
 attributes:
   check_mode:
     support: full
-    details: It only reads.
+    details: It only reads; with O(purpose=stop) no request is written and nothing is waited for.
   diff_mode:
     support: none
   action:
@@ -71,6 +84,14 @@ lease:
   description: The node's lease (C(run_id), C(live), C(why), C(line)); null when the node is free.
   returned: always
   type: dict
+asked_head:
+  description: Whether this node, the run's head, was given the stop request (O(purpose=stop)).
+  returned: always
+  type: bool
+waited_s:
+  description: Seconds waited for the supervisor to finish (O(wait_seconds)).
+  returned: always
+  type: float
 """
 
 import json
@@ -121,17 +142,59 @@ def attached(directory, run_id, now):
     }
 
 
+def ask_head(directory, run_id, reason, status):
+    """The stop request beside the run's aggregate, on the head only (the node that has one), once,
+    while the run goes on. True when the request is there."""
+    aggregates = os.path.join(directory, "aggregates")
+    if not reason or not os.path.exists(os.path.join(aggregates, f"{run_id}.json")):
+        return False
+    if status and status.get("finished"):
+        return False
+    path = os.path.join(aggregates, f"{run_id}.stop")
+    if os.path.exists(path):
+        return True
+    tmp = f"{path}.{os.getpid()}.tmp"
+    try:
+        with open(tmp, "w") as handle:
+            handle.write(reason[:500] + "\n")
+        os.replace(tmp, path)
+    except OSError:
+        return False
+    return True
+
+
+def wait_for_end(directory, run_id, seconds, clock=time.monotonic, sleep=time.sleep):
+    """Seconds spent until this node's supervisor says finished (at most ``seconds``)."""
+    began = clock()
+    path = os.path.join(directory, "runs", f"{run_id}.json")
+    while clock() - began < seconds:
+        status = read_json(path)
+        if not status or status.get("finished"):
+            break
+        sleep(1)
+    return round(clock() - began, 3)
+
+
 def main():
     module = AnsibleModule(
         argument_spec={
             "run_id": {"type": "str", "required": True},
             "directory": {"type": "path", "default": "/var/tmp/aorta-cluster"},
             "purpose": {"type": "str", "choices": ["watch", "stop"], "default": "watch"},
+            "stop_reason": {"type": "str", "default": ""},
+            "wait_seconds": {"type": "int", "default": 0},
         },
         supports_check_mode=True,
     )
     p = module.params
-    module.exit_json(changed=False, **attached(p["directory"], p["run_id"], time.time()))
+    found = attached(p["directory"], p["run_id"], time.time())
+    asked, waited = False, 0.0
+    if p["purpose"] == "stop" and not module.check_mode:
+        asked = ask_head(p["directory"], p["run_id"], p["stop_reason"], found["status"])
+        if found["status"] and not found["status"].get("finished") and p["wait_seconds"] > 0:
+            waited = wait_for_end(p["directory"], p["run_id"], p["wait_seconds"])
+            found = attached(p["directory"], p["run_id"], time.time())
+    module.exit_json(changed=asked, asked_head=asked, waited_s=waited, **found)
 
 
 if __name__ == "__main__":

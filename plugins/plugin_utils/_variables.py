@@ -230,6 +230,7 @@ INTERNAL = frozenset(
         "aorta_run_secret_resolved",
         "aorta_watch",
         "aorta_attach",
+        "aorta_stop",
     }
 )
 

@@ -121,6 +121,49 @@ def test_a_watch_re_attached_20_s_after_the_controller_was_killed_finishes_the_r
         json.dumps({"aorta_run_id": "no-such-run", "aorta_results_dir": str(tmp_path / "wrong")}),
     )
     assert wrong.returncode != 0 and "no run no-such-run was launched on" in wrong.stdout, wrong.stdout[-3000:]
+    # A stop of the finished run says so, stops nothing, and is added to its run.json.
+    again = standin_cluster.tool(*stop_playbook(standin_cluster, run_id, results))
+    assert again.returncode == 0 and f"run {run_id} already ended on " in again.stdout, again.stdout[-3000:]
+    stops = json.loads((results / "run.json").read_text())["stops"]
+    assert len(stops) == 1 and stops[0]["finished"] == len(standin_cluster.nodes) and not stops[0]["asked_head"]
+
+
+def stop_playbook(cluster, run_id: str, results) -> list[str]:
+    """The stop playbook's command line for ``run_id``, with the run's results directory."""
+    extra = json.dumps({"aorta_run_id": run_id, "aorta_results_dir": str(results)})
+    return [
+        "ansible-playbook",
+        "aorta.cluster.stop",
+        "-i",
+        str(cluster.cluster_json),
+        "-e",
+        f"@{cluster.vars_yml}",
+        "-e",
+        extra,
+    ]
+
+
+def test_the_stop_playbook_has_the_head_stop_a_run_whose_controller_was_killed(standin_cluster, tmp_path):
+    """A run left by a SIGKILLed controller, stopped by id from a new process: the head is asked, every
+    supervisor records who stopped it, nothing is left, and the line says so (no run.json here)."""
+    run_id = "stopped-" + uuid.uuid4().hex[:6]
+    proc, results, out = standin_cluster.start(
+        tmp_path, run_id, aorta_kill_grace_seconds=5, aorta_training_overrides={"training.max_steps": 1000000}
+    )
+    try:
+        standin_cluster.wait_until_training(range(len(standin_cluster.nodes)), run_id, proc, out)
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+    stopped = standin_cluster.tool(*stop_playbook(standin_cluster, run_id, results))
+    assert stopped.returncode == 0, stopped.stdout[-3000:] + stopped.stderr[-2000:]
+    nodes = len(standin_cluster.nodes)
+    line = f"stop {run_id}: asked its head to stop every node; {nodes} of {nodes} nodes' supervisors finished"
+    assert f"{line}; no run.json of it here" in stopped.stdout, stopped.stdout[-3000:]
+    assert standin_cluster.containers_of(run_id) == [] and standin_cluster.workload_processes() == []
+    for index in range(nodes):
+        status = standin_cluster.node_status(index, run_id)
+        assert status["finished"] and "stopped by aorta.cluster.stop from " in status["reason"], status["reason"]
 
 
 def test_two_runs_started_together_exactly_one_launches(standin_cluster, tmp_path):

@@ -5,7 +5,10 @@ holds the node), a finished run said to a stop, once, and left alone."""
 
 from __future__ import annotations
 
-from ansible_collections.aorta.cluster.plugins.action.run_attach import attachment
+import datetime as dt
+
+from ansible_collections.aorta.cluster.plugins.action.run_attach import attachment, stop_args
+from ansible_collections.aorta.cluster.plugins.module_utils.node_runtime import _time_bounds
 
 KEPT = {
     "launch": {
@@ -58,7 +61,27 @@ def test_a_stop_refuses_a_wrong_id_on_the_head_and_says_a_finished_run_is_over()
     }
     wrong = attachment("h", True, "r1", {"attach": None, "status": None, "lease": OTHER}, "stop")
     assert wrong["failed"] and wrong["msg"].startswith("no run r1 on h: the node is held by run r9")
-    running = attachment("h", True, "r1", {"attach": KEPT, "status": {"state": "running"}, "lease": OURS}, "stop")
-    assert running == {"changed": False, "state": "running"}
+    # Asked and waited for: the status read after the wait says finished, the lease is gone, and
+    # that is this stop's doing, not a run that had already ended.
+    stopped = {"state": "finished", "finished": True, "outcome": "failed", "reason": "stopped from the controller: x"}
+    answer = {"attach": KEPT, "status": stopped, "lease": None, "asked_head": True, "waited_s": 12.5}
+    assert attachment("h", True, "r1", answer, "stop") == {
+        "changed": True,
+        "state": "finished",
+        "outcome": "failed",
+        "reason": "stopped from the controller: x",
+        "asked_head": True,
+        "waited_s": 12.5,
+    }
     # A worker never refuses: the head's line is the one the user sees.
     assert not attachment("n1", False, "r1", ended, "stop").get("failed")
+
+
+def test_a_stop_asks_the_head_with_who_and_when_and_waits_to_the_supervisors_stop_bound():
+    asked = stop_args(30, "me@ctl (ansible-playbook pid 7)", dt.datetime(2026, 12, 6, 11, 0, 5, tzinfo=dt.timezone.utc))
+    assert (
+        asked["stop_reason"]
+        == "stopped by aorta.cluster.stop from me@ctl (ansible-playbook pid 7) at 2026-12-06 11:00:05 UTC"
+    )
+    assert asked["wait_seconds"] == int(_time_bounds.stop_bound_s(30, 0) + 2 * _time_bounds.HEARTBEAT_S)
+    assert stop_args(10, "x", dt.datetime.now(dt.timezone.utc))["wait_seconds"] < asked["wait_seconds"]

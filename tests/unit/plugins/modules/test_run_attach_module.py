@@ -41,3 +41,27 @@ def test_a_launched_run_is_read_back_with_its_status_and_lease(run_module, tmp_p
 def test_a_free_node_reads_as_nothing(run_module, tmp_path):
     result = run_module(run_attach, {"run_id": "r1", "directory": str(tmp_path / "none")})
     assert result["attach"] is None and result["status"] is None and result["lease"] is None
+
+
+def test_a_stop_asks_the_head_once_and_waits_for_the_supervisor_within_its_bound(run_module, tmp_path):
+    runs, aggregates = tmp_path / "runs", tmp_path / "aggregates"
+    runs.mkdir()
+    aggregates.mkdir()
+    (runs / "r1.json").write_text(json.dumps({"state": "running", "finished": False}))
+    args = {"run_id": "r1", "directory": str(tmp_path), "purpose": "stop", "stop_reason": "stopped by me"}
+    # A worker (no aggregate of the run here) is not asked, and nobody waits when told not to.
+    worker = run_module(run_attach, args)
+    assert worker["asked_head"] is False and worker["waited_s"] == 0 and not (aggregates / "r1.stop").exists()
+    # The head: the request written beside its aggregate; a supervisor that does not finish is waited
+    # for to the bound, then read again.
+    (aggregates / "r1.json").write_text("{}")
+    head = run_module(run_attach, dict(args, wait_seconds=1))
+    assert head["asked_head"] is True and head["changed"] is True
+    assert (aggregates / "r1.stop").read_text() == "stopped by me\n"
+    assert 1 <= head["waited_s"] < 5 and head["status"]["state"] == "running"
+    # Check mode writes nothing; a run that has ended is not asked.
+    (aggregates / "r1.stop").unlink()
+    assert run_module(run_attach, args, check=True)["asked_head"] is False and not (aggregates / "r1.stop").exists()
+    (runs / "r1.json").write_text(json.dumps({"state": "finished", "finished": True, "outcome": "ok"}))
+    ended = run_module(run_attach, dict(args, wait_seconds=30))
+    assert ended["asked_head"] is False and ended["waited_s"] == 0 and not (aggregates / "r1.stop").exists()

@@ -1,0 +1,93 @@
+# Copyright (c) aorta.cluster contributors
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""The controller side of aorta.cluster.stop_record (documented in plugins/modules/stop_record.py)."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+from typing import Any
+
+from ansible.plugins.action import ActionBase
+from ansible.utils.display import Display
+
+from ansible_collections.aorta.cluster.plugins.plugin_utils import _record, _settings
+from ansible_collections.aorta.cluster.plugins.plugin_utils._controller import controller_identity
+from ansible_collections.aorta.cluster.plugins.plugin_utils._run_id import results_dir
+
+display = Display()
+
+NAMED_AT_MOST = 10  # nodes named on the console line; run.json names every one
+
+
+def stop_entry(stops: dict[str, Any], who: str, now: dt.datetime) -> dict[str, Any]:
+    """The entry for run.json's ``stops`` from each node's run_attach result (``{node: result}``)."""
+    not_finished = {
+        node: str(result.get("state") or "unknown")
+        for node, result in stops.items()
+        if result.get("state") not in ("finished", "absent", "excluded")
+    }
+    return {
+        "at": now.strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "by": who,
+        "asked_head": any(bool(result.get("asked_head")) for result in stops.values()),
+        "finished": sum(1 for result in stops.values() if result.get("state") == "finished"),
+        "not_finished": not_finished,
+    }
+
+
+def stop_line(run_id: str, entry: dict[str, Any], nodes: int, run_json: str) -> str:
+    """One line, whatever the node count."""
+    head = "asked its head to stop every node" if entry["asked_head"] else "its head had nothing to stop"
+    left = entry["not_finished"]
+    named = ", ".join(f"{node} ({state})" for node, state in list(left.items())[:NAMED_AT_MOST])
+    more = f" and {len(left) - NAMED_AT_MOST} more" if len(left) > NAMED_AT_MOST else ""
+    unfinished = f"; not finished, their containers removed now: {named}{more}" if left else ""
+    where = f"; added to {run_json}" if run_json else "; no run.json of it here"
+    return f"stop {run_id}: {head}; {entry['finished']} of {nodes} nodes' supervisors finished{unfinished}{where}"
+
+
+def append_stop(path: str, entry: dict[str, Any]) -> bool:
+    """``entry`` added to run.json's ``stops``; False when there is no run.json at ``path``."""
+    document = _settings.read_json_object(path)
+    if document is None:
+        return False
+    document["stops"] = [*(document.get("stops") or []), entry]
+    text = json.dumps(document, indent=4, sort_keys=True, separators=(",", ": "), default=str)
+    _settings.write_text_atomic(path, text, 0o644)  # as run_record and run_outcome write it
+    return True
+
+
+class ActionModule(ActionBase):
+    TRANSFERS_FILES = False
+    _requires_connection = False
+    _VALID_ARGS: frozenset[str] = frozenset()
+
+    def run(self, tmp: Any = None, task_vars: dict[str, Any] | None = None) -> dict[str, Any]:
+        result = super().run(tmp, task_vars)
+        task_vars = task_vars or {}
+        template = self._templar.template
+        run_id = str(template(task_vars.get("aorta_run_id", "")) or "")
+        groups = task_vars.get("groups") or {}
+        nodes = _record.nodes_of(groups)
+        values = _record.host_values(task_vars.get("hostvars") or {}, nodes, ("aorta_stop",), template)
+        stops = {node: dict(values[node].get("aorta_stop") or {}) for node in nodes}
+        entry = stop_entry(stops, controller_identity(), dt.datetime.now(dt.timezone.utc))
+        where = results_dir(
+            str(template(task_vars.get("aorta_results_dir", "")) or ""),
+            str(template(task_vars.get("aorta_results_root", "")) or ""),
+            run_id,
+            os.getcwd(),
+        )
+        path = os.path.join(where, "run.json")
+        try:
+            written = not self._task.check_mode and append_stop(path, entry)
+        except OSError as exc:
+            written = False
+            result.setdefault("warnings", []).append(f"{path}: the stop is not recorded: {exc.strerror}")
+        line = stop_line(run_id, entry, len(nodes), path if written else "")
+        display.display(line)
+        result.update(changed=written, line=line, record=entry, run_json=path if written else "")
+        return result
