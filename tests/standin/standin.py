@@ -204,6 +204,30 @@ def gpu_knobs(name: str, knobs: dict) -> None:
     sh("docker", "exec", "-i", name, "sh", "-c", write, input=json.dumps(knobs).encode())
 
 
+def throttle(name: str, rate: str = "") -> str:
+    """Limit node ``name``'s fabric egress to ``rate`` (tc's units: ``200mbit``, ``1gbit``) with a
+    token bucket (tbf: this machine's kernel has tbf and htb, not netem, so the egress rate only, no
+    added delay); an empty ``rate`` takes the limit away. The slow link a real cluster gets from a
+    port that came up slower or a NIC throttled by pause frames. Returns the interface."""
+    iface = interface_of(name, address(name, FABRIC))
+    sh("docker", "exec", name, "tc", "qdisc", "del", "dev", iface, "root", check=False)
+    if rate:
+        # The bucket holds 10 ms of the rate (at least 64 KB: one large send fits, or tbf drops it).
+        burst = max(64 * 1024, int(_bits(rate) / 8 / 100))
+        sh("docker", "exec", name, "tc", "qdisc", "add", "dev", iface, "root", "tbf", "rate", rate,
+           "burst", str(burst), "latency", "200ms")  # fmt: skip
+    return iface
+
+
+def _bits(rate: str) -> float:
+    """tc's rate (``200mbit``, ``1gbit``, ``500kbit``) in bits per second."""
+    units = {"kbit": 1e3, "mbit": 1e6, "gbit": 1e9, "bit": 1.0}
+    for unit, factor in units.items():
+        if rate.endswith(unit):
+            return float(rate[: -len(unit)]) * factor
+    raise StandinError(f"throttle: {rate!r} is not a rate tc reads (e.g. 200mbit, 1gbit)")
+
+
 def add_node(index: int) -> dict:
     """One more node beside the running stand-in cluster, for a test that needs more nodes than the
     session's; it is not in cluster.json (the test writes its own). ``{container, mgmt_ip, vpc_ip,
@@ -337,10 +361,16 @@ def main(argv=None) -> int:
     up_parser = sub.add_parser("up", help="start N stand-in nodes (replaces a running stand-in cluster)")
     up_parser.add_argument("--nodes", type=int, default=2)
     sub.add_parser("down", help="remove the stand-in cluster (keeps the image cache)")
+    slow = sub.add_parser("throttle", help="limit one node's fabric egress (a slow link), or lift the limit")
+    slow.add_argument("--node", type=int, required=True, help="the node's index (0: the head)")
+    slow.add_argument("--rate", default="", help="tc's rate, e.g. 200mbit; empty lifts the limit")
     args = parser.parse_args(argv)
     try:
         if args.command == "up":
             up(args.nodes)
+        elif args.command == "throttle":
+            iface = throttle(node_name(args.node), args.rate)
+            log(f"{node_name(args.node)}: fabric {iface} egress {args.rate or 'unlimited'}")
         else:
             down()
     except (StandinError, subprocess.CalledProcessError, subprocess.TimeoutExpired) as exc:
