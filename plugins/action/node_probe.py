@@ -16,6 +16,21 @@ from ansible_collections.aorta.cluster.plugins.plugin_utils._preflight import ju
 from ansible_collections.aorta.cluster.plugins.plugin_utils._tools import pyspy_plan
 
 
+def link_facts(derived: dict[str, Any], links: dict[str, Any]) -> None:
+    """The fabric interface's link (speed, MTU, state, driver, error counters) into ``derived``, its
+    speed and MTU into the fingerprint (with the health checks or without): a node whose link came
+    up slower or with another MTU shows as drift."""
+    link = links.get(str(derived.get("fabric_if") or ""))
+    if not link:
+        return
+    derived["link"] = link
+    fingerprint = derived.setdefault("fingerprint", {})
+    fingerprint["link_speed_mbps"] = link.get("speed_mbps")
+    fingerprint["link_mtu"] = link.get("mtu")
+    if not fingerprint.get("nic_driver"):
+        fingerprint["nic_driver"] = link.get("driver")
+
+
 class ActionModule(ActionBase):
     def run(self, tmp: Any = None, task_vars: dict[str, Any] | None = None) -> dict[str, Any]:
         result = super().run(tmp, task_vars)
@@ -54,6 +69,7 @@ class ActionModule(ActionBase):
         if health:
             derived["health"] = _health_verdict.summary(health)
             derived["fingerprint"] = health.get("fingerprint") or {}
+        link_facts(derived, probe["facts"].get("links") or {})
         if pyspy is not None:
             derived["pyspy"] = dict(pyspy, present=bool(probe["facts"].get("tools", {}).get("py-spy")))
         # The node reads its clock last, just before it answers: against the controller's clock when

@@ -306,6 +306,8 @@ status:
       C(fabric) (when the run did not end well and O(fabric) was given; keys C(interface), C(operstate),
       C(carrier), C(link_up), C(head), C(head_reached), C(error), C(ok), C(at)) and C(disk) (with
       O(progress_dir); keys C(path), C(free_bytes), C(total_bytes), C(lowest_free_bytes) seen during the run),
+      C(link) (with O(fabric): the fabric interface's error counters C(rx_errors) and C(tx_errors) at the launch
+      (C(start)) and at the end (C(end)), and C(grew), those that grew during the run),
       C(watch) (V(head) or V(worker), with O(watch)) and C(cluster_stop) (when the head stopped the run, or the
       node stopped itself for a silent head; keys C(node) it was about, C(kind), C(reason), C(by)) and C(silent_nodes)
       (on the head, the nodes it counted as gone, with why).
@@ -726,6 +728,9 @@ def prepare(p, path, launch, cleanup, diagnose, capture_note):
         diagnose_seconds=p["diagnose_seconds"],
         node_scan=_kernel_log.scan if p["kernel_log"] else None,
         fabric_check=fabric_check if fabric else None,
+        link_counters=(lambda: dict(_fabric.link_facts(fabric["interface"]), interface=fabric["interface"]))
+        if fabric
+        else None,
         disk_check=(lambda: _probe.disk_facts(p["progress_dir"])) if p["progress_dir"] else None,
         cleanup_argvs=cleanup,
         log_path=os.path.join(p["directory"], "runs", "{}.exec.log".format(p["run_id"])),

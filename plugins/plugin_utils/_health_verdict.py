@@ -27,6 +27,8 @@ FIELDS = (
     ("nic_driver", "fabric NIC driver"),
     ("nic_model", "fabric NIC model"),
     ("nic_firmware", "fabric NIC firmware"),
+    ("link_speed_mbps", "fabric link speed (Mb/s)"),
+    ("link_mtu", "fabric MTU"),
     ("docker", "docker"),
     ("image_id", "image id"),
 )

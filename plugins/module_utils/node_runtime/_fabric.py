@@ -43,6 +43,48 @@ def link_state(interface, sysfs=SYSFS_NET):
     return operstate, carrier
 
 
+# Errors, not drops: a healthy NIC drops frames it has no buffer or no listener for; an error is a
+# bad frame (CRC, length, alignment, carrier), what a dirty cable or a failing port makes.
+LINK_COUNTERS = ("rx_errors", "tx_errors")
+LINKS_AT_MOST = 64  # interfaces read per probe: a docker host's veths must not make it grow without bound
+
+
+def _sysfs_int(path):
+    """The integer in a sysfs file; None when unreadable or negative (speed is -1 while the link is down)."""
+    try:
+        with open(path) as handle:
+            value = int(handle.read().strip())
+    except (OSError, ValueError):
+        return None
+    return value if value >= 0 else None
+
+
+def link_facts(interface, sysfs=SYSFS_NET):
+    """One interface's negotiated speed (Mb/s; None for virtual links that do not say), MTU, state,
+    driver (the device's driver link; "virtual" without a device) and error counters."""
+    base = os.path.join(sysfs, interface)
+    operstate, carrier = link_state(interface, sysfs)
+    device = os.path.join(base, "device")
+    driver = os.path.basename(os.path.realpath(os.path.join(device, "driver"))) if os.path.exists(device) else None
+    facts = {
+        "speed_mbps": _sysfs_int(os.path.join(base, "speed")),
+        "mtu": _sysfs_int(os.path.join(base, "mtu")),
+        "operstate": operstate,
+        "carrier": carrier,
+        "driver": driver or "virtual",
+    }
+    for counter in LINK_COUNTERS:
+        facts[counter] = _sysfs_int(os.path.join(base, "statistics", counter))
+    return facts
+
+
+def links(interfaces, sysfs=SYSFS_NET):
+    """``link_facts`` of each interface that holds an address (``{name: [addresses]}``), at most
+    LINKS_AT_MOST of them: the controller picks the fabric one."""
+    named = sorted(name for name, addresses in (interfaces or {}).items() if addresses)
+    return {name: link_facts(name, sysfs) for name in named[:LINKS_AT_MOST]}
+
+
 def reach(source, target, port, timeout=3.0):
     """``(reached, error)`` of one TCP connection from ``source`` to ``target:port``."""
     try:

@@ -23,6 +23,7 @@ import subprocess
 import tempfile
 import time
 
+from ansible_collections.aorta.cluster.plugins.module_utils.node_runtime._fabric import links
 from ansible_collections.aorta.cluster.plugins.module_utils.node_runtime._lease import shared_dir
 
 GPU_DEVICES = ("/dev/kfd", "/dev/dri")
@@ -287,6 +288,7 @@ def gather(run, docker="docker", image="", root="", paths=(), count_gpus=False, 
     facts["container_devices"] = [d for d in CONTAINER_DEVICES if os.path.exists(d)]
     facts["group_ids"] = group_ids()
     facts.update(interfaces(run))
+    facts["links"] = links(facts["interfaces"])  # speed, MTU, errors: the fabric one joins the fingerprint
     facts["uid"], facts["gid"] = os.getuid(), os.getgid()
     facts["clock"] = time.time()
     return facts

@@ -22,6 +22,9 @@ import re
 import signal
 import time
 
+from ansible_collections.aorta.cluster.plugins.module_utils.node_runtime._fabric import (
+    LINK_COUNTERS as LINK_ERROR_COUNTERS,
+)
 from ansible_collections.aorta.cluster.plugins.module_utils.node_runtime._time_bounds import (
     CLEANUP_COMMAND_S,
     DIAGNOSE_S,
@@ -188,6 +191,7 @@ class Supervisor:
         node_scan=None,
         fabric_check=None,
         disk_check=None,
+        link_counters=None,
         cleanup_argvs=(),
         log_path=None,
         tail_path=None,
@@ -212,6 +216,7 @@ class Supervisor:
         self.node_scan = node_scan
         self.fabric_check = fabric_check
         self.disk_check = disk_check
+        self.link_counters = link_counters
         self.diagnose_seconds = float(diagnose_seconds)
         self.cleanup_argvs = [list(a) for a in cleanup_argvs]
         self.log_path = log_path
@@ -302,6 +307,7 @@ class Supervisor:
                     self._check_fabric()
                 return self._finish(None, "failed", refused)
             self._event("joined the head's aggregator")
+        self._read_link("start")
         try:
             pid = spawn(self.launch_argv, self.log_path)
         except OSError as exc:  # the shell's codes: 126 found but not runnable, 127 not found
@@ -452,8 +458,29 @@ class Supervisor:
         else:
             kill_group(pid, sig)
 
+    def _read_link(self, when):
+        """The fabric link's error counters at the launch and at the end, and what grew between: a
+        dirty cable or a failing port makes errors (drops are left out: healthy NICs drop)."""
+        if self.link_counters is None or (when == "end" and "link" not in self.status):
+            return  # nothing launched: nothing to compare
+        try:
+            now = self.link_counters()
+        except Exception as exc:  # the counters inform; they never decide the outcome
+            self.status["link"] = {"error": f"link counters unreadable: {exc}"}
+            return
+        link = self.status.setdefault("link", {"interface": now.get("interface")})
+        link[when] = {k: now.get(k) for k in LINK_ERROR_COUNTERS}
+        if when == "end" and isinstance(link.get("start"), dict):
+            start, end = link["start"], link["end"]
+            link["grew"] = {
+                k: end[k] - start[k]
+                for k in LINK_ERROR_COUNTERS
+                if isinstance(start.get(k), int) and isinstance(end.get(k), int) and end[k] > start[k]
+            }
+
     def _finish(self, rc, outcome, reason):
         self.status.update({"rc": rc, "outcome": outcome, "reason": reason})
+        self._read_link("end")
         self._read_progress()
         self._write("cleaning")
         for path in self.tail_paths:  # the node's own log first; the launch command's output else

@@ -26,6 +26,11 @@ def test_a_healthy_probe_derives_the_fabric_and_picks_a_port(play, tmp_path):
     _rc, out = play(probe_task(tmp_path, min_free_gb=0))
     assert not out.get("failed"), out.get("msg")
     assert out["derived"]["fabric_if"] == "lo" and out["derived"]["bootstrap_ip"] == "127.0.0.1"
+    # The fabric link's facts, and its speed and MTU in the fingerprint, with no health checks asked.
+    with open("/sys/class/net/lo/mtu") as handle:
+        mtu = int(handle.read())
+    assert out["derived"]["link"]["mtu"] == mtu and "rx_errors" in out["derived"]["link"]
+    assert out["derived"]["fingerprint"]["link_mtu"] == mtu and "link_speed_mbps" in out["derived"]["fingerprint"]
     assert 30100 <= out["port"] <= 30200
     assert abs(out["derived"]["record"]["clock_offset_s"]) < 5
     assert out["lease"]["result"] == "acquired"

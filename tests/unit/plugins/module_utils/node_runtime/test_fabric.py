@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import shutil
 import socket
 
 import pytest
@@ -30,6 +31,43 @@ def test_link_state_reads_operstate_and_carrier(tmp_path, operstate, carrier, ex
 def test_link_state_of_the_real_loopback_and_of_an_interface_that_is_not_there():
     assert _fabric.link_state("lo")[0] in ("unknown", "up")
     assert _fabric.link_state("no-such-if0") == ("missing", None)
+
+
+def test_link_facts_read_speed_mtu_driver_and_error_counters_as_the_kernel_lays_them_out(tmp_path):
+    root = sysfs(tmp_path, "up", "1")
+    base = tmp_path / "net" / "eth1"
+    (base / "speed").write_text("400000\n")
+    (base / "mtu").write_text("9000\n")
+    (base / "statistics").mkdir()
+    (base / "statistics" / "rx_errors").write_text("3\n")
+    (base / "statistics" / "tx_errors").write_text("0\n")
+    driver = tmp_path / "drivers" / "mlx5_core"
+    driver.mkdir(parents=True)
+    (base / "device").mkdir()
+    (base / "device" / "driver").symlink_to(driver)
+    assert _fabric.link_facts("eth1", root) == {
+        "speed_mbps": 400000,
+        "mtu": 9000,
+        "operstate": "up",
+        "carrier": True,
+        "driver": "mlx5_core",
+        "rx_errors": 3,
+        "tx_errors": 0,
+    }
+    # A link that is down says speed -1: not a speed. A virtual one has no device.
+    (base / "speed").write_text("-1\n")
+    shutil.rmtree(base / "device")
+    down = _fabric.link_facts("eth1", root)
+    assert down["speed_mbps"] is None and down["driver"] == "virtual"
+
+
+def test_links_reads_the_interfaces_that_hold_an_address_within_a_bound(tmp_path):
+    assert set(_fabric.links({"lo": ["127.0.0.1"], "docker0": [], "eth0": ["10.0.0.2"]})) == {"lo", "eth0"}
+    many = {f"veth{i:03d}": ["169.254.0.1"] for i in range(200)}
+    assert len(_fabric.links(many, str(tmp_path))) == _fabric.LINKS_AT_MOST
+    real = _fabric.links({"lo": ["127.0.0.1"]})["lo"]
+    with open("/sys/class/net/lo/mtu") as handle:
+        assert real["mtu"] == int(handle.read())
 
 
 def test_a_listening_head_and_a_closed_port_both_count_as_reached():

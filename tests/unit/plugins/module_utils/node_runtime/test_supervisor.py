@@ -46,6 +46,22 @@ def test_child_that_exits_gives_its_exit_code_and_the_status_file_says_finished(
     assert ok["outcome"] == "ok" and ok["rc"] == 0
 
 
+def test_the_fabric_links_error_counters_are_read_at_the_launch_and_the_end_with_what_grew(tmp_path):
+    reads = iter(
+        [{"interface": "eth1", "rx_errors": 5, "tx_errors": 0}, {"interface": "eth1", "rx_errors": 9, "tx_errors": 0}]
+    )
+    status = make(tmp_path, ["true"], link_counters=lambda: next(reads)).run()
+    assert status["link"] == {
+        "interface": "eth1",
+        "start": {"rx_errors": 5, "tx_errors": 0},
+        "end": {"rx_errors": 9, "tx_errors": 0},
+        "grew": {"rx_errors": 4},
+    }
+    # Counters that cannot be read say so and decide nothing.
+    broken = make(tmp_path, ["true"], link_counters=lambda: 1 / 0).run()
+    assert broken["outcome"] == "ok" and broken["link"]["error"].startswith("link counters unreadable")
+
+
 def test_deadline_sends_sigterm_and_a_child_that_handles_it_ends_within_grace(tmp_path):
     marker = tmp_path / "got-term"
     script = f"trap 'touch {marker}; exit 0' TERM; while :; do sleep 0.1; done"
