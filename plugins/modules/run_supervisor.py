@@ -306,7 +306,7 @@ status:
       C(fabric) (when the run did not end well and O(fabric) was given; keys C(interface), C(operstate),
       C(carrier), C(link_up), C(head), C(head_reached), C(error), C(ok), C(at)) and C(disk) (with
       O(progress_dir); keys C(path), C(free_bytes), C(total_bytes), C(lowest_free_bytes) seen during the run),
-      C(link) (with O(fabric): the fabric interface's error counters C(rx_errors) and C(tx_errors) at the launch
+      C(link) (with O(fabric), the fabric interface's error counters C(rx_errors) and C(tx_errors) at the launch
       (C(start)) and at the end (C(end)), and C(grew), those that grew during the run),
       C(watch) (V(head) or V(worker), with O(watch)) and C(cluster_stop) (when the head stopped the run, or the
       node stopped itself for a silent head; keys C(node) it was about, C(kind), C(reason), C(by)) and C(silent_nodes)
@@ -658,6 +658,27 @@ def main() -> None:
     _supervise_detached(module, p, path, work, extra)
 
 
+def fabric_probes(fabric):
+    """With O(fabric): the check of the fabric path when a run does not end well, and the reading of
+    its link's error counters at the launch and the end; (None, None) without."""
+    if not fabric:
+        return None, None
+
+    def check():
+        return _fabric.check(
+            fabric["interface"],
+            fabric["address"],
+            fabric["head_address"],
+            fabric["head_port"],
+            fabric["timeout_seconds"],
+        )
+
+    def counters():
+        return dict(_fabric.link_facts(fabric["interface"]), interface=fabric["interface"])
+
+    return check, counters
+
+
 def prepare(p, path, launch, cleanup, diagnose, capture_note):
     """Everything that can refuse the run, quickly, in the process that will supervise it: the lease
     (held by this process, with the run's deadline plus the stop), the head's aggregator, the
@@ -696,17 +717,7 @@ def prepare(p, path, launch, cleanup, diagnose, capture_note):
     def progress():
         return metrics_progress(p["progress_dir"], p["ranks"]) if p["progress_dir"] else {}
 
-    fabric = p["fabric"]
-
-    def fabric_check():
-        return _fabric.check(
-            fabric["interface"],
-            fabric["address"],
-            fabric["head_address"],
-            fabric["head_port"],
-            fabric["timeout_seconds"],
-        )
-
+    fabric_check, link_counters = fabric_probes(p["fabric"])
     watch = None
     if p["watch"]:
         try:
@@ -727,10 +738,8 @@ def prepare(p, path, launch, cleanup, diagnose, capture_note):
         diagnose_argvs=diagnose,
         diagnose_seconds=p["diagnose_seconds"],
         node_scan=_kernel_log.scan if p["kernel_log"] else None,
-        fabric_check=fabric_check if fabric else None,
-        link_counters=(lambda: dict(_fabric.link_facts(fabric["interface"]), interface=fabric["interface"]))
-        if fabric
-        else None,
+        fabric_check=fabric_check,
+        link_counters=link_counters,
         disk_check=(lambda: _probe.disk_facts(p["progress_dir"])) if p["progress_dir"] else None,
         cleanup_argvs=cleanup,
         log_path=os.path.join(p["directory"], "runs", "{}.exec.log".format(p["run_id"])),
