@@ -16,6 +16,11 @@ description:
     timeline, bounded to 5000 events: tens to a few hundred KB), and M(aorta.cluster.trace_parse)
     builds the report and C(timeline.json) from them."
   - Needs only the node's Python standard library (msgspec is used when installed).
+  - "It analyses the files the run's collection takes from O(root) (M(aorta.cluster.trace_pack)'s):
+    those modified at or after O(since), never a symlink nor anything under C(combined_traces),
+    C(.aorta-cluster) or C(.git); like M(aorta.cluster.trace_parse) in the controller's
+    C(combined_traces), no C(manifest.json) and nothing under a directory named with a leading dot.
+    So the report from these summaries and the report from the collected traces read the same traces."
   - Unreadable files are returned as per-file errors; the others are still analysed.
 author:
   - aorta.cluster maintainers (@aorta-cluster)
@@ -24,6 +29,13 @@ options:
     description: Directory holding the node's traces (the run's output directory).
     type: path
     required: true
+  since:
+    description:
+      - Epoch seconds; older files belong to an earlier run and are not analysed (the floor the
+        collection uses, M(aorta.cluster.trace_pack)'s O(aorta.cluster.trace_pack#module:since)).
+      - V(0) analyses every file under O(root).
+    type: float
+    default: 0
   include_unlinked_kernels:
     description: Count every GPU event, like TraceLens' C(--include_unlinked_kernels).
     type: bool
@@ -46,6 +58,7 @@ EXAMPLES = r"""
 - name: Summarise each node's traces where they are
   aorta.cluster.trace_summary:
     root: /home/me/aorta/aorta_runs/20261130T101500-a1b2c3
+    since: 1796040000  # the run's start floor: the files its collection would take
   register: aorta_node_summary
 """
 
@@ -62,19 +75,20 @@ summaries:
 from ansible.module_utils.basic import AnsibleModule
 
 # The analysis only: the node does not need the report's renderer (HTML, plots, CSV).
-from ansible_collections.aorta.cluster.plugins.module_utils.trace_analysis._analysis import analyse_all, find_traces
+from ansible_collections.aorta.cluster.plugins.module_utils.trace_analysis._analysis import analyse_all, find_run_traces
 
 
 def main() -> None:
     module = AnsibleModule(
         argument_spec={
             "root": {"type": "path", "required": True},
+            "since": {"type": "float", "default": 0},
             "include_unlinked_kernels": {"type": "bool", "default": False},
             "max_workers": {"type": "int", "default": 1},
         },
         supports_check_mode=True,
     )
-    paths = find_traces(module.params["root"])
+    paths = find_run_traces(module.params["root"], module.params["since"])
     summaries = analyse_all(paths, module.params["include_unlinked_kernels"], module.params["max_workers"])
     module.exit_json(changed=False, summaries=summaries)
 

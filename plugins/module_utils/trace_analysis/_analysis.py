@@ -44,6 +44,7 @@ from ansible_collections.aorta.cluster.plugins.module_utils.trace_analysis._inte
     union,
 )
 from ansible_collections.aorta.cluster.plugins.module_utils.trace_analysis._layout import aorta_pairs
+from ansible_collections.aorta.cluster.plugins.module_utils.trace_analysis._traces import find_new_files
 
 GPU_CATS = ("kernel", "gpu_memcpy", "gpu_memset")
 LAUNCH_CATS = ("cuda_runtime", "cuda_driver")
@@ -446,15 +447,31 @@ def safe_analyse(path: str, include_unlinked_kernels: bool = False) -> dict:
         return {"file": path, "error": f"{path}: cannot analyse: {type(exc).__name__}: {short_error(exc)}"}
 
 
+def _trace_name(name: str) -> bool:
+    return name != "manifest.json" and name.endswith((".json", ".json.gz"))
+
+
 def find_traces(root: str) -> list:
-    """Trace files under ``root`` (``*.json``, ``*.json.gz``, ``*.pt.trace.json``), sorted; not the manifest."""
+    """Trace files under ``root`` (``*.json``, ``*.json.gz``, ``*.pt.trace.json``), sorted; not the
+    manifest, nothing under a directory whose name starts with a dot."""
     found = []
     for dirpath, dirnames, filenames in os.walk(root):
         dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
-        for name in filenames:
-            if name == "manifest.json" or not name.endswith((".json", ".json.gz")):
-                continue
-            found.append(os.path.join(dirpath, name))
+        found += [os.path.join(dirpath, name) for name in filenames if _trace_name(name)]
+    return sorted(found)
+
+
+def find_run_traces(root: str, since: float = 0.0) -> list:
+    """The traces of a node's output directory ``root`` that the controller's combined_traces would
+    hold and analyse (what trace_summary analyses there, so both routes to the report read the same
+    traces): the files the run's collection takes (_traces.find_new_files: modified at or after
+    ``since``, no symlink, nothing under combined_traces, .aorta-cluster or .git), then those
+    ``find_traces`` reads in the combined tree (no dot directory, no manifest.json). Sorted."""
+    found = []
+    for rel in find_new_files(root, since):
+        parts = rel.split(os.sep)
+        if _trace_name(parts[-1]) and not any(part.startswith(".") for part in parts[:-1]):
+            found.append(os.path.join(root, rel))
     return sorted(found)
 
 

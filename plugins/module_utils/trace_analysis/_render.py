@@ -285,6 +285,28 @@ def _finding(report: dict) -> dict:
     return _row("finding", "slow nodes and ranks", words, "ok")
 
 
+def _some(nodes: list, most: int = 8) -> str:
+    """``n nodes (a, b, ...)``, naming at most ``most`` of them (the JSON names them all)."""
+    named = ", ".join(nodes[:most]) + (f" and {len(nodes) - most} more" if len(nodes) > most else "")
+    return f"{len(nodes)} node{'s' if len(nodes) != 1 else ''} ({named})"
+
+
+def _traces_row(report: dict) -> dict | None:
+    """Which nodes' traces the report holds in full (to open in Perfetto or TraceLens) and which it
+    knows only from the summaries the nodes made (aorta_parse_on_nodes); none for a report without
+    the keys (an earlier version's) or without any rank."""
+    full, summed = report.get("traces_in_full") or [], report.get("summaries_only") or []
+    if not full and not summed:
+        return None
+    if not summed:
+        text = f"in full here: {_some(full)}"
+    elif not full:
+        text = f"summaries only, made on the nodes (aorta_parse_on_nodes): {_some(summed)}; no trace in full here"
+    else:
+        text = f"in full here: {_some(full)}; summaries only, made on the nodes: {_some(summed)}"
+    return _row("run-traces", "traces", text)
+
+
 def opening_rows(report: dict) -> list:
     """What a performance engineer reads first, in this order and before any chart; each row has a
     stable id (docs/results.md lists them). A value that is not known is said in words."""
@@ -314,6 +336,9 @@ def opening_rows(report: dict) -> list:
             f"analysis {report['status']}, counting {report['counting']})",
         )
     )
+    traces = _traces_row(report)
+    if traces:
+        rows.append(traces)
     rows.append(_row("throughput", "throughput", _throughput(run, report["performance"])))
     rows.append(_row("step-time", "step time", _step_time(report)))
     rows.append(_finding(report))

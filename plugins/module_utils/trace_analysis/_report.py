@@ -34,14 +34,32 @@ from ansible_collections.aorta.cluster.plugins.module_utils.trace_analysis._verd
 _NODE_DIR = re.compile(r"(?:^|/)(node_\d+)/")
 
 
-def _node_names(traces_dir: str) -> dict:
-    """``node_<rank>`` directory -> inventory name, from a combined_traces manifest when there is one."""
+def _manifest(traces_dir: str) -> dict:
+    """A combined_traces tree's manifest.json, else {} (any other folder, or none)."""
     try:
         with open(os.path.join(traces_dir, "manifest.json")) as handle:
             manifest = json.load(handle)
     except (OSError, ValueError):
         return {}
-    return {f"node_{n['rank']}": n["name"] for n in manifest.get("nodes", []) if "rank" in n and "name" in n}
+    return manifest if isinstance(manifest, dict) else {}
+
+
+def _node_names(manifest: dict) -> dict:
+    """``node_<rank>`` directory -> inventory name, from a combined_traces manifest."""
+    return {f"node_{n['rank']}": n["name"] for n in manifest.get("nodes") or [] if "rank" in n and "name" in n}
+
+
+def held(rows: list, manifest: dict, from_summaries: bool) -> dict:
+    """Which nodes' traces the report holds in full and which only as summaries: ``traces_in_full``,
+    the nodes whose whole traces lie in its traces folder (read here; with the nodes' summaries,
+    those combined_traces collected all the same), and ``summaries_only``, the nodes of ``rows``
+    known only from the summaries they made of their own traces (aorta_parse_on_nodes)."""
+    nodes = sorted({str(r["node"]) for r in rows})
+    if not from_summaries:
+        return {"traces_in_full": nodes, "summaries_only": []}
+    entries = [n for n in manifest.get("nodes") or [] if isinstance(n, dict) and "name" in n]
+    collected = {str(n["name"]) for n in entries if n.get("collected") and n.get("files")}
+    return {"traces_in_full": sorted(collected), "summaries_only": [n for n in nodes if n not in collected]}
 
 
 def _node_of(path: str, traces_dir: str, names: dict) -> str:
@@ -179,7 +197,8 @@ def build_report(
     """The whole report for a directory of traces (a combined_traces tree or any folder)."""
     if summaries is None and not os.path.isdir(traces_dir):
         raise ReportError(f"aorta_traces_dir: {traces_dir} is not a directory")
-    names = _node_names(traces_dir) if os.path.isdir(traces_dir) else {}
+    manifest = _manifest(traces_dir)
+    names = _node_names(manifest)
     summaries_given = summaries is not None
     if summaries is None:
         summaries = analyse_all(find_traces(traces_dir), include_unlinked_kernels, max_workers)
@@ -217,6 +236,7 @@ def build_report(
         "validation": {"passed": all(c["passed"] for c in checks), "checks": checks},
         "per_rank_summary": ranks,
         "unranked_traces": unranked,
+        **held(ranks + unranked, manifest, summaries_given),
         "stragglers": slow,
         "straggler_test": straggler_test,
         "_timeline": timeline,

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -293,6 +294,24 @@ def test_report_from_node_summaries_needs_no_trace_here(tmp_path, combined_tree)
     assert report["per_rank_summary"][0]["file"] == "/remote/rank0.json"
     with pytest.raises(_thresholds.ReportError, match="is not a directory"):
         _report.build_report(str(tmp_path / "not-here"))
+
+
+def test_a_node_summarises_the_traces_its_collection_would_take(tmp_path, combined_tree):
+    """trace_summary reads what trace_pack takes (and trace_parse then reads in combined_traces):
+    not an earlier run's file, a consolidated tree, a link, a dot directory or a manifest."""
+    root = combined_tree(tmp_path, [50, 50], bad_file=False) / "node_0"
+    run = root / "torch_profiler"
+    floor = (run / "rank0" / "trace.json.gz").stat().st_mtime - 60
+    for rel in ("rank0/old.json", "../combined_traces/node_1/t.json", "../.cache/t.json", "rank1/manifest.json"):
+        (run / rel).parent.mkdir(parents=True, exist_ok=True)
+        (run / rel).write_text("{}")
+    os.utime(run / "rank0" / "old.json", (floor - 3600, floor - 3600))
+    (root / "latest.json").symlink_to(run / "rank1" / "trace.json.gz")
+    (run / "rank1" / "metrics.jsonl").write_text("{}")
+    expected = [str(run / "rank0" / "trace.json.gz"), str(run / "rank1" / "trace.json.gz")]
+    assert _analysis.find_run_traces(str(root), floor) == expected
+    assert len(_analysis.find_run_traces(str(root))) == 3  # since 0: the earlier run's file too
+    assert _analysis.find_run_traces(str(tmp_path / "gone"), floor) == []
 
 
 def test_the_profilers_closing_sliver_of_a_step_is_not_an_iteration(tmp_path):

@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from ansible_collections.aorta.cluster.plugins.module_utils.trace_analysis import _decode, _render, _report
+from ansible_collections.aorta.cluster.plugins.module_utils.trace_analysis import _analysis, _decode, _render, _report
 
 
 def test_a_python_without_msgspec_is_said_in_the_report(tmp_path, monkeypatch):
@@ -221,3 +221,41 @@ def test_a_bare_folder_says_it_has_no_run_record(tmp_path, combined_tree):
     result, failure = _task(root)
     assert failure == "" and result["run"]["record"] is None
     assert "no run record" in (root / "report.html").read_text()
+
+
+def test_the_report_says_whose_traces_it_holds_in_full_and_whose_only_as_summaries(tmp_path, combined_tree):
+    root = combined_tree(tmp_path, [50, 50, 50, 90], bad_file=False)
+    report = _report.build_report(str(root))
+    assert (report["traces_in_full"], report["summaries_only"]) == (["gpu-a", "gpu-b"], [])
+    assert _opening_text(report) == "in full here: 2 nodes (gpu-a, gpu-b)"
+    # aorta_parse_on_nodes with the collection on: one node's traces arrived, the other's did not.
+    summaries = [
+        dict(_analysis.analyse(path), node=f"gpu-{'ab'[i // 2]}", file=f"/remote/{i}.json")
+        for i, path in enumerate(_analysis.find_traces(str(root)))
+    ]
+    manifest = {"nodes": [{"rank": 0, "name": "gpu-a", "collected": True, "files": [{"path": "x"}]}]}
+    manifest["nodes"].append({"rank": 1, "name": "gpu-b", "collected": False, "files": [], "error": "no archive"})
+    (root / "manifest.json").write_text(json.dumps(manifest))
+    report = _report.build_report(str(root), summaries=summaries)
+    assert (report["traces_in_full"], report["summaries_only"]) == (["gpu-a"], ["gpu-b"])
+    assert [s["rank"] for s in report["stragglers"]] == [3]
+    words = "in full here: 1 node (gpu-a); summaries only, made on the nodes: 1 node (gpu-b)"
+    assert _opening_text(report) == words
+    # None collected: the summaries alone; the JSON names every node, the page the first eight.
+    many = [dict(s, node=f"n{i:02d}") for i, s in enumerate(summaries * 5)]
+    many = [dict(s, rank=i) for i, s in enumerate(many)]
+    report = _report.build_report(str(tmp_path / "nowhere"), summaries=many)
+    assert (report["traces_in_full"], report["summaries_only"]) == ([], [f"n{i:02d}" for i in range(20)])
+    assert _opening_text(report) == (
+        "summaries only, made on the nodes (aorta_parse_on_nodes): 20 nodes "
+        "(n00, n01, n02, n03, n04, n05, n06, n07 and 12 more); no trace in full here"
+    )
+    # An earlier version's report has neither key: no row.
+    assert "run-traces" not in {
+        row["id"] for row in _render.opening_rows(dict(report, traces_in_full=None, summaries_only=None))
+    }
+
+
+def _opening_text(report: dict) -> str:
+    (row,) = [row for row in _render.opening_rows(report) if row["id"] == "run-traces"]
+    return row["text"]
