@@ -29,6 +29,13 @@ STREAM_TIMEOUT_S = 60  # for ssh to end once the stream is whole
 GONE_CONNECT_S = 10  # ssh's ConnectTimeout for a node the head counted as gone (its traces, if it is there)
 
 
+def collect_floor(s: dict[str, Any], launch: dict[str, Any]) -> float:
+    """The oldest modification time of a file the run wrote: aorta_collect_since when set, else the
+    launch's start floor (the clock of the output directory when the container started)."""
+    since = s["aorta_collect_since"]
+    return float(since) if since is not None else float((launch.get("started") or {}).get("start_floor") or 0)
+
+
 class ActionModule(WaitAction):
     TRANSFERS_FILES = False
     _VALID_ARGS: frozenset[str] = frozenset()
@@ -158,21 +165,26 @@ class ActionModule(WaitAction):
             started = time.monotonic()
             gone = self._end_on_node(s, launch, node, output, result)
             seconds["teardown"] = time.monotonic() - started
-        if s["aorta_collect_traces"] and not self._task.check_mode:
-            started = time.monotonic()
-            result["collect"] = self._collect(s, launch, record, output, gone, result.get("teardown_error", ""))
-            seconds["collect"] = time.monotonic() - started
-        result["seconds"] = {part: round(value, 3) for part, value in seconds.items()}
+        # The node's own summary of its traces where they are: before the collection, which may
+        # delete them (aorta_collect_delete_remote), and of the files the collection takes.
         if s["aorta_parse_on_nodes"] and not gone and not self._task.check_mode:
+            started = time.monotonic()
             summary = self._execute_module(
                 module_name="aorta.cluster.trace_summary",
                 module_args={
                     "root": f"{s['aorta_path']}/{s['aorta_output_dir']}",
+                    "since": collect_floor(s, launch),
                     "include_unlinked_kernels": bool(s["aorta_include_unlinked_kernels"]),
                 },
                 task_vars=task_vars,
             )
             result["summaries"] = summary.get("summaries", [])
+            seconds["summary"] = time.monotonic() - started
+        if s["aorta_collect_traces"] and not self._task.check_mode:
+            started = time.monotonic()
+            result["collect"] = self._collect(s, launch, record, output, gone, result.get("teardown_error", ""))
+            seconds["collect"] = time.monotonic() - started
+        result["seconds"] = {part: round(value, 3) for part, value in seconds.items()}
 
     def _excluded(self, s: dict[str, Any], task_vars: dict[str, Any], node: str, result: dict) -> dict[str, Any]:
         """A node preflight left out of the run (aorta_exclude_unhealthy): its lease let go, nothing
@@ -230,8 +242,7 @@ class ActionModule(WaitAction):
             return _pull.manifest_row(record, record["state"], None, local, error, {})
         run_id = str(s["aorta_run_id_resolved"])
         remote = f"{s['aorta_path']}/.aorta-cluster/{run_id}/traces.tar"
-        since = s["aorta_collect_since"]
-        floor = float(since) if since is not None else float((launch.get("started") or {}).get("start_floor") or 0)
+        floor = collect_floor(s, launch)
         argv = self._stream_argv(s, output, floor)
         if argv is not None:
             return self._streamed(s, launch, record, argv, local)

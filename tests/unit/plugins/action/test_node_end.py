@@ -11,7 +11,7 @@ from types import SimpleNamespace
 
 from test_node_prepare import PREPARE, leases, run_vars
 
-from ansible_collections.aorta.cluster.plugins.action.node_end import ActionModule
+from ansible_collections.aorta.cluster.plugins.action.node_end import ActionModule, collect_floor
 
 END = {"name": "End", "aorta.cluster.node_end": None, "register": "aorta_end"}
 
@@ -119,3 +119,12 @@ def test_on_the_archive_path_a_node_with_nothing_new_is_collected_with_no_file(t
     assert row["error"] == "" and row["files"] == [] and row["archive"] == ""
     answers[0] = {"failed": True, "msg": "cannot pack /aorta/output: disk full"}
     assert action._collect(settings, {}, record, "output", gone=False, why="")["error"] == answers[0]["msg"]
+
+
+def test_the_collect_floor_is_aorta_collect_since_else_the_launchs_start_floor():
+    # The node's summary (aorta_parse_on_nodes) and its collection take the same files: those at or
+    # after this floor.
+    launch = {"started": {"start_floor": 1796040000.5}}
+    assert collect_floor({"aorta_collect_since": None}, launch) == 1796040000.5
+    assert collect_floor({"aorta_collect_since": 1700000000}, launch) == 1700000000.0
+    assert collect_floor({"aorta_collect_since": None}, {}) == 0.0
