@@ -138,6 +138,7 @@ class ActionModule(WaitAction):
             "progress": status.get("progress") or {},
             "node_errors": status.get("node_errors"),
             "fabric": status.get("fabric"),
+            "link": status.get("link"),
             "cluster_stop": status.get("cluster_stop"),
             "silent_nodes": status.get("silent_nodes") or {},
             "capture_s": status.get("capture_s"),
