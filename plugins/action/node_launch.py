@@ -11,7 +11,7 @@ import shlex
 from typing import Any
 
 import yaml
-from ansible.errors import AnsibleConnectionFailure
+from ansible.errors import AnsibleConnectionFailure, AnsibleError
 from ansible.plugins.action import ActionBase
 from ansible.utils.display import Display
 
@@ -21,6 +21,7 @@ from ansible_collections.aorta.cluster.plugins.plugin_utils import (
     _interrupt,
     _launch,
     _plan,
+    _record,
     _settings,
 )
 
@@ -32,6 +33,20 @@ class ActionModule(ActionBase):
     _VALID_ARGS: frozenset[str] = frozenset()
 
     def run(self, tmp: Any = None, task_vars: dict[str, Any] | None = None) -> dict[str, Any]:
+        result = self._run(tmp, task_vars)
+        if not result.get("failed") or self._task.check_mode:
+            return result
+        # Printed whole, a failed launch's result (its plan: argv, environment, docker run line, the
+        # supervisor's answer) ran to thousands of characters: one line under _run.MESSAGE_MAX, the
+        # result whole in the results directory's logs/ (run_record reads it back).
+        task_vars = task_vars or {}
+        try:
+            results_dir = self._templar.template(task_vars.get("aorta_results_dir_resolved"))
+        except AnsibleError:
+            return result
+        return _record.shorten_failure(result, results_dir, str(task_vars.get("inventory_hostname")), "launch")
+
+    def _run(self, tmp: Any = None, task_vars: dict[str, Any] | None = None) -> dict[str, Any]:
         result = super().run(tmp, task_vars)
         task_vars = task_vars or {}
         self._vars = task_vars  # every module run below needs them (interpreter, connection)

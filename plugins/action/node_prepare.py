@@ -8,7 +8,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from ansible.errors import AnsibleConnectionFailure
+from ansible.errors import AnsibleConnectionFailure, AnsibleError
 from ansible.utils.display import Display
 
 from ansible_collections.aorta.cluster.plugins.action.node_probe import ActionModule as ProbeAction
@@ -18,6 +18,7 @@ from ansible_collections.aorta.cluster.plugins.plugin_utils import _settings
 from ansible_collections.aorta.cluster.plugins.plugin_utils._cluster_file import partial_cluster
 from ansible_collections.aorta.cluster.plugins.plugin_utils._launch import LaunchError, launch_mode
 from ansible_collections.aorta.cluster.plugins.plugin_utils._preflight import archive_images, message
+from ansible_collections.aorta.cluster.plugins.plugin_utils._record import shorten_failure
 from ansible_collections.aorta.cluster.plugins.plugin_utils._tools import pyspy_plan
 from ansible_collections.aorta.cluster.plugins.plugin_utils._vocabulary import READ_BY
 
@@ -28,6 +29,9 @@ NAMES = READ_BY["preflight"]
 
 
 EXCLUDED_NAMES = ("aorta_run_id_resolved", "aorta_results_dir_resolved")
+# What a shortened failed result keeps for the readers of the registered result itself (the
+# teardown's ``reached``, the rescue's ``own``; plugins/modules/node_prepare.py documents both).
+SHORT_KEEP = ("own", "reached")
 
 
 def health_bound(s: dict[str, Any]) -> float:
@@ -110,7 +114,20 @@ class ActionModule(ProbeAction):
                     "msg": result.get("msg", ""),
                 },
             )
-        return result
+        return self._short(result, task_vars or {})
+
+    def _short(self, result: dict[str, Any], task_vars: dict[str, Any]) -> dict[str, Any]:
+        """A failed result, printed whole by the console (some 4,000 characters with the probe's
+        facts), shortened to one line under _run.MESSAGE_MAX and kept whole in the results
+        directory's logs/ (``_record.shorten_failure``; run_record reads it back). Whole under --check."""
+        if not result.get("failed") or self._task.check_mode:
+            return result
+        try:
+            results_dir = self._templar.template(task_vars.get("aorta_results_dir_resolved"))
+        except AnsibleError:
+            return result
+        node = str(task_vars.get("inventory_hostname"))
+        return shorten_failure(result, results_dir, node, "preflight", SHORT_KEEP)
 
     def _run(self, tmp: Any = None, task_vars: dict[str, Any] | None = None) -> dict[str, Any]:
         result = super(ProbeAction, self).run(tmp, task_vars)

@@ -47,6 +47,15 @@ EXAMPLES = r"""
 """
 
 RETURN = r"""
+details:
+  description:
+    - "A failure whose console line would reach 300 characters is kept whole in C(logs/<node>.launch.json) of the
+      results directory (mode 0600: the plan holds the environment), named here relative to it; the result then holds
+      only C(failed), C(changed), C(msg) (one line, cut to fit) and this. run_record reads the file back. Not under
+      check mode."
+  returned: on a long failure
+  type: str
+  sample: logs/gpu-node-07.launch.json
 container:
   description: The run's container on the node.
   returned: always

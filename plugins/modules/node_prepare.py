@@ -70,13 +70,24 @@ port:
   returned: on the head, unless aorta_master_port is set
   type: int
 reached:
-  description: Whether the node answered at all (a node never reached is not waited on again).
-  returned: always
+  description:
+    - Whether the node answered at all (a node never reached is not waited on again).
+    - Left out of a shortened failure (RV(details)) when true, its readers' default.
+  returned: always, but see above
   type: bool
 own:
   description: False on a worker not probed because the head failed (it is not named for it).
   returned: on failure
   type: bool
+details:
+  description:
+    - "A failure whose console line (C(fatal: [<node>]: FAILED! => ...)) would reach 300 characters is kept whole in
+      C(logs/<node>.preflight.json) of the results directory (mode 0600), named here relative to it; the result then
+      holds only C(failed), C(changed), C(msg) (one line, cut to fit) and this, with C(own) and C(reached) where they
+      are false. run_record reads the file back: run.json says what the whole result says. Not under check mode."
+  returned: on a long failure
+  type: str
+  sample: logs/gpu-node-07.preflight.json
 failures:
   description: Every failed check of the node, one line each (C(msg) says the first and how many more).
   returned: when the node's own checks failed

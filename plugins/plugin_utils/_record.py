@@ -8,11 +8,14 @@ combined_traces take the nodes' summaries, clock offsets, head and rank count fr
 task does not give them. Every function reads the nodes' variables as a plain mapping
 ``{host: {name: value}}`` (``host_values``): each ``hostvars[host]`` is a pass of the variable
 manager, so the actions read each node once and hand the same values to every function here.
+A node step's failed result shortened for the console (``shorten_failure``: node_prepare,
+node_launch) is read back whole from its details file there (``full_result``).
 """
 
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
@@ -20,6 +23,7 @@ from ansible_collections.aorta.cluster.plugins.plugin_utils._cluster_file import
 from ansible_collections.aorta.cluster.plugins.plugin_utils._diagnosis import diagnose_run
 from ansible_collections.aorta.cluster.plugins.plugin_utils._health_verdict import health_record
 from ansible_collections.aorta.cluster.plugins.plugin_utils._run import (
+    MESSAGE_MAX,
     clip,
     node_setup_failure,
     node_table,
@@ -27,6 +31,7 @@ from ansible_collections.aorta.cluster.plugins.plugin_utils._run import (
     setup_failure,
 )
 from ansible_collections.aorta.cluster.plugins.plugin_utils._run_context import run_settings
+from ansible_collections.aorta.cluster.plugins.plugin_utils._settings import read_json_object, write_text_atomic
 
 NODES_GROUP = "aorta_nodes"
 # What run_record reads of each node: its inventory variables, its three steps' registered results
@@ -45,6 +50,21 @@ NODE_VARS = (
 # What run_record reads of localhost: the collection's result and why collection stopped.
 # and whether setup stopped (the launch play's rescue marks it there).
 LOCAL_VARS = ("aorta_combined", "aorta_collect_failure", "aorta_setup_failed")
+# The nodes' registered results that node_prepare and node_launch may have shortened when they
+# failed (``short_failure``): every reader here takes them whole from their details file (``full_result``).
+SHORTENED_VARS = frozenset(("aorta_prepare", "aorta_launch", "aorta_node_setup_result"))
+# The key of a shortened failed result that names the file holding it whole.
+DETAILS_KEY = "details"
+# A failed result's msg, at most, once shortened: one line, the rest in the details file.
+SHORT_MSG_MAX = 200
+# Left to the msg however long the details file's path is (a results directory and node name of
+# some 150 characters together or more may then take the console line past MESSAGE_MAX).
+SHORT_MSG_MIN = 40
+# What ansible-core's default callback leaves out of a failed result's JSON (besides ``_ansible_*``):
+# the module's arguments, and what it shows on lines of its own or not at all at default verbosity.
+UNPRINTED = frozenset(("invocation", "exception", "warnings", "deprecations", "diff"))
+# What the callback prints before that JSON, on the same line.
+FATAL = "fatal: [{node}]: FAILED! => "
 
 
 def _dict(value: Any) -> Mapping[str, Any]:
@@ -67,6 +87,78 @@ def _positive_int(value: Any) -> int | None:
     return number if number > 0 else None
 
 
+def printed(result: Mapping[str, Any]) -> str:
+    """``result`` as ansible-core's default callback prints a failed task's (``fatal: [node]:
+    FAILED! => ...``): its JSON without the internal ``_ansible_*`` keys and ``UNPRINTED``; non-ASCII
+    escaped, which the callback does not do (a bound measured on this holds for the callback's)."""
+    shown = {k: v for k, v in result.items() if not str(k).startswith("_ansible_") and k not in UNPRINTED}
+    return json.dumps(shown, sort_keys=True, default=str)
+
+
+def details_file(results_dir: str, node: str, step: str) -> str:
+    """Where a node's failed ``step`` (preflight, launch) keeps its whole result: beside the node's log."""
+    return os.path.join(str(results_dir), "logs", f"{str(node).replace('/', '_')}.{step}.json")
+
+
+def short_failure(
+    result: Mapping[str, Any], path: str, keep: Iterable[str] = (), room: int = MESSAGE_MAX
+) -> dict[str, Any]:
+    """The failed ``result`` as the console shows it, printed in under ``room`` characters: failed,
+    changed, its msg on one line cut (at most SHORT_MSG_MAX characters, less as the path takes room),
+    ``warnings`` (the callback prints them on lines of their own), ``details`` (``path``, the file that
+    holds ``result`` whole), and the keys named in ``keep`` that it has (small ones, which the
+    registered result's own readers take: the teardown's ``reached``), only where they are not true,
+    the default their readers take: the room goes to the msg)."""
+    short: dict[str, Any] = {"changed": bool(result.get("changed", False)), "failed": True}
+    short.update({k: result[k] for k in keep if k in result and result[k] is not True})
+    if result.get("warnings"):
+        short["warnings"] = result["warnings"]
+    short[DETAILS_KEY] = path
+    limit = SHORT_MSG_MAX
+    while True:
+        short["msg"] = clip(result.get("msg", "failed"), limit, "\u2026")
+        over = len(printed(short)) - (room - 1)
+        if over <= 0 or limit <= SHORT_MSG_MIN:
+            return short
+        limit = max(limit - over, SHORT_MSG_MIN)
+
+
+def shorten_failure(
+    result: dict[str, Any], results_dir: Any, node: str, step: str, keep: Iterable[str] = ()
+) -> dict[str, Any]:
+    """``result`` itself unless it failed and its console line (``FATAL`` and ``printed``) runs to
+    MESSAGE_MAX characters or more: then it goes whole (without ``_ansible_*`` keys) into
+    ``details_file`` (mode 0600: a launch's plan holds aorta_extra_env's values) and its
+    ``short_failure`` comes back, its line under MESSAGE_MAX. Only into the logs/ directory run_start
+    made (none under --check, and none when ``results_dir`` is None): without one, or when the file
+    cannot be written, ``result`` stays whole (printed long, but nothing is lost)."""
+    room = MESSAGE_MAX - len(FATAL.format(node=node))
+    if not result.get("failed") or not results_dir or len(printed(result)) < room:
+        return result
+    path = details_file(str(results_dir), node, step)
+    if not os.path.isdir(os.path.dirname(path)):
+        return result
+    whole = {k: v for k, v in result.items() if not str(k).startswith("_ansible_")}
+    try:
+        write_text_atomic(path, json.dumps(whole, indent=2, sort_keys=True, default=str), 0o600)
+    except OSError:
+        return result
+    internal = {k: v for k, v in result.items() if str(k).startswith("_ansible_")}
+    # Named from the results directory the run printed at its start: the room goes to the msg.
+    return {**internal, **short_failure(result, os.path.relpath(path, str(results_dir)), keep, room)}
+
+
+def full_result(value: Any, results_dir: str = "") -> Any:
+    """A node step's registered result whole: one ``short_failure`` shortened is read back from its
+    details file (its keys over the short ones; a relative path is the results directory's); any
+    other value, or one whose file cannot be read, as it is. Every reader of aorta_prepare,
+    aorta_launch and aorta_node_setup_result here takes them through this (``host_values``)."""
+    if not isinstance(value, Mapping) or not value.get("failed") or not isinstance(value.get(DETAILS_KEY), str):
+        return value
+    whole = read_json_object(os.path.join(results_dir, value[DETAILS_KEY]))
+    return value if whole is None else {**value, **whole}
+
+
 def host_values(
     hostvars: Mapping[str, Any],
     hosts: Iterable[Any],
@@ -74,14 +166,20 @@ def host_values(
     template: Callable[[Any], Any] | None = None,
 ) -> dict[str, dict[str, Any]]:
     """``{host: {name: value}}`` for the ``names`` each host defines, each host's variables read once
-    (``template`` applied to each value). A host not in ``hostvars`` gets ``{}``."""
+    (``template`` applied to each value; a shortened failed result of SHORTENED_VARS read whole,
+    ``full_result``). A host not in ``hostvars`` gets ``{}``."""
     wanted = tuple(names)
     found: dict[str, dict[str, Any]] = {}
+    results_dir = ""  # where a shortened result's details file is named from: the run's, once
+    if SHORTENED_VARS.intersection(wanted) and "localhost" in hostvars:
+        given = hostvars["localhost"].get("aorta_results_dir_resolved")
+        results_dir = str((template(given) if template else given) or "")
     for host in hosts:
         # Not .get(): ansible-core's HostVars answers an unknown host with an undefined marker, not KeyError.
         known = hostvars[host] if host in hostvars else {}  # noqa: SIM401
+        values = {name: (template(known[name]) if template else known[name]) for name in wanted if name in known}
         found[str(host)] = {
-            name: (template(known[name]) if template else known[name]) for name in wanted if name in known
+            name: full_result(value, results_dir) if name in SHORTENED_VARS else value for name, value in values.items()
         }
     return found
 

@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 """Node health on 4 stand-in nodes, through the STAND-IN GPU tool's knobs: n1 with a process
 already holding a GPU, n2 whose GPU tool hangs, n3 with another amdgpu driver. Preflight names n1
-and n2, one line each, within the step timeout + 10 s, warns about n3's drift, launches nothing;
+and n2, one line each, within the step timeout + 10 s, warns about n3's drift (driver and fabric MTU), launches nothing;
 healthy.cluster.json then runs cleanly on n0 and n3 as ranks 0 and 1."""
 
 from __future__ import annotations
@@ -66,12 +66,26 @@ def leak_a_process(container: str) -> int:
     raise AssertionError("the leaked process did not start")
 
 
+def set_fabric_mtu(node: dict, mtu: int) -> None:
+    """The MTU of the node's interface that holds its vpc_ip (the fourth node goes with the fixture)."""
+    shown = subprocess.run(
+        ["docker", "exec", node["container"], "ip", "-o", "-4", "address", "show"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    name = next(line.split()[1] for line in shown.splitlines() if f" {node['vpc_ip']}/" in line)
+    subprocess.run(["docker", "exec", node["container"], "ip", "link", "set", name, "mtu", str(mtu)], check=True)
+
+
 def n1_leaks_n2_hangs_n3_drifts(nodes: list) -> int:
-    """n1 with a leaked GPU process, n2 whose GPU tool hangs, n3 with another driver; the leaked pid."""
+    """n1 with a leaked GPU process, n2 whose GPU tool hangs, n3 with another driver and its fabric
+    link at another MTU; the leaked pid."""
     pid = leak_a_process(nodes[1]["container"])
     standin.gpu_knobs(nodes[1]["container"], {"processes": [{"pid": pid, "name": "python3"}]})
     standin.gpu_knobs(nodes[2]["container"], {"delay_s": 3600})
     standin.gpu_knobs(nodes[3]["container"], {"driver": "6.7.0"})
+    set_fabric_mtu(nodes[3], 1400)
     return pid
 
 
@@ -107,6 +121,8 @@ def test_unhealthy_nodes_are_named_nothing_launches_and_the_healthy_ones_rerun(s
     assert f"preflight[health]: {names[0]}" not in output and f"preflight[health]: {names[3]}" not in output
     # Of the 3 nodes that could say (n2's tool hung before it was asked).
     assert f"preflight[drift]: WARNING amdgpu driver: 1 of 3 nodes differ from 6.8.5: {names[3]} (6.7.0)" in output
+    # The link's MTU is read without the GPU tool: every node says it, n2 too.
+    assert f"preflight[drift]: WARNING fabric MTU: 1 of 4 nodes differ from 1500: {names[3]} (1400)" in output
 
     # Within the step timeout + 10 s: the probe of every node, the head's first.
     prepare = [t for t in tasks if t["action"] == "aorta.cluster.node_prepare"]
@@ -117,9 +133,10 @@ def test_unhealthy_nodes_are_named_nothing_launches_and_the_healthy_ones_rerun(s
     run = read_json(results / "run.json")
     assert run["status"] == "FAILED" and set(run["failed_nodes"]) == {names[1], names[2]}
     assert [u["name"] for u in run["unhealthy"]] == [names[1], names[2]]
-    assert [d["field"] for d in run["drift"]] == ["amdgpu"]
+    assert [d["field"] for d in run["drift"]] == ["amdgpu", "link_mtu"]
     row3 = next(n for n in run["nodes"] if n["name"] == names[3])
     assert row3["fingerprint"]["amdgpu"] == "6.7.0" and row3["health"]["tool"] == "amd-smi"
+    assert row3["fingerprint"]["link_mtu"] == 1400
     text = (results / "unhealthy.txt").read_text()
     assert sorted({line.split("\t")[0] for line in text.splitlines()}) == sorted([names[1], names[2]])
 

@@ -11,6 +11,7 @@ from types import SimpleNamespace
 from test_node_prepare import PREPARE, head_without_its_checkout, leases, run_vars
 
 from ansible_collections.aorta.cluster.plugins.action.node_launch import ActionModule
+from ansible_collections.aorta.cluster.plugins.plugin_utils import _record
 
 LAUNCH = {"name": "Launch", "aorta.cluster.node_launch": None, "register": "aorta_launch"}
 
@@ -68,3 +69,65 @@ def test_a_failed_pull_fails_the_launch_with_dockers_own_line():
     assert [argv[1] for argv in sent] == ["pull"]  # nothing inspected after a pull docker refused
     ok, sent = image_step({})
     assert ok is None and [argv[1] for argv in sent] == ["pull", "image"]
+
+
+def failed_launch() -> dict:
+    """A worker's launch as node_launch returned it when its container did not start: the node's plan
+    (argv, environment, docker run line) and the supervisor's answer."""
+    argv = ["torchrun", "--nnodes=2", "--nproc_per_node=8", "--node_rank=1", "--master_addr=192.168.20.1"]
+    argv += ["--master_port=29517", "train.py", "--config", "config/distributed.yaml"]
+    argv += [f"--override=training.option_{i}={i}" for i in range(12)]
+    environment = {f"NCCL_SETTING_{i}": f"value-{i}" for i in range(10)} | {"GLOO_SOCKET_IFNAME": "ens51np0"}
+    run = "docker run -d --name aorta-benchmark-20250612-101500-3f2a-1 --network host --ipc host " + " ".join(
+        f"--device /dev/dri/renderD{128 + i}" for i in range(8)
+    )
+    said = 'docker: Error response from daemon: could not select device driver "" with capabilities: [[gpu]].'
+    return {
+        "changed": False,
+        "rank": 1,
+        "head": "head-01",
+        "nnodes": 2,
+        "excluded_nodes": [],
+        "plan": {"node": "gpu-node-07 (rank 1, torchrun)", "argv": argv, "environment": environment, "docker_run": run},
+        "container": "aorta-benchmark-20250612-101500-3f2a-1",
+        "launch_mode": "torchrun",
+        "nproc": 8,
+        "master_addr": "192.168.20.1",
+        "master_port": 29517,
+        "deadlines": {"wait_s": 7260, "run_s": 7200, "grace_s": 30},
+        "failed": True,
+        "msg": f"the container did not start: {said}",
+        "stderr_lines": [said, "See 'docker run --help'."],
+    }
+
+
+def launch_action(check_mode: bool, returns: dict) -> ActionModule:
+    task = SimpleNamespace(args={}, async_val=0, check_mode=check_mode, action="aorta.cluster.node_launch")
+    connection = SimpleNamespace(_shell=SimpleNamespace(tmpdir=None))
+    action = ActionModule(task, connection, SimpleNamespace(check_mode=check_mode), None, None)
+    action._templar = SimpleNamespace(template=lambda value: value)
+    action._run = lambda tmp=None, task_vars=None: dict(returns)
+    return action
+
+
+def test_a_failed_launch_prints_one_short_line_and_run_record_reads_it_whole(tmp_path):
+    full = failed_launch()
+    assert len(_record.printed(full)) > 1000
+    (tmp_path / "logs").mkdir()
+    node_vars = {"inventory_hostname": "gpu-node-07", "aorta_results_dir_resolved": str(tmp_path)}
+    short = launch_action(False, full).run(task_vars=node_vars)
+    assert len(_record.printed(short)) < 300 and short["details"] == "logs/gpu-node-07.launch.json"
+    assert "plan" not in short and short["msg"].startswith("the container did not start: docker: Error response")
+    assert json.loads((tmp_path / "logs" / "gpu-node-07.launch.json").read_text()) == full
+    # run_record's reading of the node (host_values): the launch whole, as before it was shortened.
+    hostvars = {
+        "head-01": {"aorta_launch": {"head": "head-01", "nproc": 8}},
+        "gpu-node-07": {"aorta_launch": short},
+        "localhost": {"aorta_results_dir_resolved": str(tmp_path)},  # the details file's is named from it
+    }
+    values = _record.host_values(hostvars, ["head-01", "gpu-node-07"], _record.NODE_VARS)
+    assert {k: v for k, v in values["gpu-node-07"]["aorta_launch"].items() if k != "details"} == full
+    # Under --check the result stays whole and nothing is written.
+    (tmp_path / "logs" / "gpu-node-07.launch.json").unlink()
+    assert launch_action(True, full).run(task_vars=node_vars) == full
+    assert list((tmp_path / "logs").iterdir()) == []

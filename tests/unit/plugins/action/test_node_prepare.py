@@ -9,9 +9,13 @@ from __future__ import annotations
 import io
 import json
 import os
+import subprocess
+import sys
 import tarfile
+from pathlib import Path
 
 import pytest
+import yaml
 
 from ansible_collections.aorta.cluster.plugins.action.node_prepare import excluded_nodes
 
@@ -47,6 +51,7 @@ def docker_stand_in(tmp_path, monkeypatch):
 
 
 PREPARE = {"name": "Probe", "aorta.cluster.node_prepare": None, "register": "aorta_prepare", "timeout": 120}
+REPO = Path(__file__).resolve().parents[4]
 
 
 def docker_save(path, tags):
@@ -196,3 +201,101 @@ def test_an_archive_without_the_image_is_named_before_any_copy_and_nothing_is_pu
         [PREPARE], host_vars=leases(tmp_path), extra_vars=settings | {"aorta_image_archive": holding}
     )
     assert not out["aorta_prepare"]["localhost"].get("failed"), out["aorta_prepare"]["localhost"].get("msg")
+
+
+def fatal_lines(stdout: str, node: str) -> list[str]:
+    """The console's lines for ``node``'s failed results (``fatal: [node]: FAILED! => {...}``)."""
+    return [line for line in stdout.splitlines() if line.startswith(f"fatal: [{node}]: FAILED! => ")]
+
+
+def test_a_failed_preflight_prints_one_short_line_and_keeps_the_rest_in_the_logs(cluster_play, tmp_path):
+    host_vars, settings = head_without_its_checkout(tmp_path)
+    logs = tmp_path / "results" / "logs"
+    logs.mkdir(parents=True)  # as run_start makes it
+    proc, out = cluster_play([PREPARE], host_vars=host_vars, extra_vars=settings)
+    head, worker = out["aorta_prepare"]["localhost"], out["aorta_prepare"]["127.0.0.1"]
+    (line,) = fatal_lines(proc.stdout, "localhost")
+    assert len(line) < 300, line
+    assert json.loads(line.split(" => ", 1)[1])["details"] == head["details"] == "logs/localhost.preflight.json"
+    # own and reached are true, what the rescue and the teardown take when they are left out; Ansible
+    # adds its exception marker (not printed).
+    assert set(head) - {"changed", "failed", "msg", "details"} <= {"_ansible_no_log", "exception"}
+    # The worker's result is short already: whole, no file.
+    assert worker["msg"] == "127.0.0.1: not probed: the head localhost did not pass preflight"
+    assert worker["own"] is False and "details" not in worker and len(fatal_lines(proc.stdout, "127.0.0.1")[0]) < 300
+    whole = json.loads((logs / "localhost.preflight.json").read_text())
+    assert whole["failed"] and "preflight[aorta_path]: localhost: train.py not found" in whole["failures"][1]
+    assert whole["msg"] == f"{whole['failures'][0]} (+1 more in run.json)" and whole["lease"]["result"] == "acquired"
+    assert whole["facts"]["docker"]["version"] == "27.1" and whole["derived"]["fabric_if"] == "lo"
+    # The msg on the console: the whole one's start, cut where the line's room ends.
+    assert whole["msg"].startswith(head["msg"].removesuffix("\u2026")) and len(head["msg"]) <= 200
+    assert list(logs.iterdir()) == [logs / "localhost.preflight.json"]
+
+
+def test_check_mode_keeps_a_failed_preflight_whole_and_writes_no_details(cluster_play, tmp_path):
+    host_vars, settings = head_without_its_checkout(tmp_path)
+    logs = tmp_path / "results" / "logs"
+    logs.mkdir(parents=True)  # an earlier run's: a dry run leaves it as it is
+    _proc, out = cluster_play([PREPARE], host_vars=host_vars, extra_vars=settings, check=True)
+    head = out["aorta_prepare"]["localhost"]
+    assert head["failed"] and len(head["failures"]) == 2 and "details" not in head
+    assert list(logs.iterdir()) == []
+
+
+def setup_rescue(tmp_path, settings: dict, host_vars: dict, results: str) -> tuple:
+    """aorta_multinode.yml's setup block over the local "cluster": preflight, and where it fails the
+    rescue's facts and run_record on the controller. (console, run.json)."""
+    hosts = {
+        name: {"ansible_connection": "local", "aorta_node_rank": rank, "aorta_vpc_ip": "127.0.0.1"} | values
+        for rank, (name, values) in enumerate(host_vars.items())
+    }
+    groups = {"aorta_nodes": {"hosts": hosts}, "aorta_head": {"hosts": {"localhost": {}}}}
+    (tmp_path / "inventory.yml").write_text(yaml.safe_dump({"all": {"children": groups}}))
+    remember = {
+        "aorta_node_setup_task": "{{ ansible_failed_task.name | default('') }}",
+        "aorta_node_setup_result": "{{ ansible_failed_result | default({}) }}",
+    }
+    on_controller = {"delegate_to": "localhost", "run_once": True}
+    rescue = [
+        {"ansible.builtin.set_fact": remember},
+        {"ansible.builtin.set_fact": {"aorta_setup_failed": True}, "delegate_facts": True, **on_controller},
+        {"aorta.cluster.run_record": None, **on_controller},
+    ]
+    play = {"hosts": "aorta_nodes", "gather_facts": False, "any_errors_fatal": True}
+    play |= {"roles": [{"role": "aorta.cluster.defaults"}], "tasks": [{"block": [PREPARE], "rescue": rescue}]}
+    (tmp_path / "play.yml").write_text(yaml.safe_dump([play]))
+    env = dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"), ANSIBLE_NOCOLOR="1")
+    argv = [str(Path(sys.executable).parent / "ansible-playbook"), str(tmp_path / "play.yml")]
+    extra = {"ansible_python_interpreter": sys.executable, **settings, "aorta_results_dir_resolved": results}
+    argv += ["-i", str(tmp_path / "inventory.yml"), "-e", json.dumps(extra)]
+    proc = subprocess.run(argv, cwd=REPO, env=env, capture_output=True, text=True, timeout=300, check=False)
+    run_json = Path(results) / "run.json"
+    assert run_json.exists(), proc.stdout[-3000:] + proc.stderr[-2000:]
+    return proc.stdout, json.loads(run_json.read_text())
+
+
+def test_run_json_says_the_same_of_a_failed_preflight_shortened_for_the_console(tmp_path):
+    """Through the playbook's own rescue: run.json from the short result and its details file is
+    run.json from the whole result, word for word; only the console line changed."""
+    host_vars, settings = head_without_its_checkout(tmp_path)
+    found = {}
+    for shortened in (False, True):
+        where = tmp_path / ("short" if shortened else "whole")
+        (where / "results" / ("logs" if shortened else "")).mkdir(parents=True)
+        lease_dirs = {name: {"aorta_lease_dir": str(where / f"lease-{i}")} for i, name in enumerate(host_vars)}
+        nodes = {name: values | lease_dirs[name] for name, values in host_vars.items()}
+        found[shortened] = setup_rescue(where, settings, nodes, str(where / "results"))
+    (whole_out, whole), (short_out, short) = found[False], found[True]
+    assert len(max(fatal_lines(whole_out, "localhost"), key=len)) > 1000
+    assert len(max(fatal_lines(short_out, "localhost"), key=len)) < 300
+    assert (short["status"], short["failed_nodes"]) == ("FAILED", ["localhost"])
+    assert short["unhealthy"][0]["reasons"][1].startswith("preflight[aorta_path]: localhost: train.py not found")
+    assert short["message"].endswith("(+1 more in run.json)")
+    assert short["diagnosis"]["summary"] == whole["diagnosis"]["summary"]
+    # What differs from one run to the next: the clocks, and how long the health checks took.
+    for document in (whole, short):
+        for key in ("started_epoch", "finished_epoch", "diagnosis"):
+            document.pop(key)
+        for row in document["nodes"]:
+            (row["health"] or {}).pop("seconds", None)
+    assert short == whole

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import copy
 import json
+import shutil
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -394,7 +396,9 @@ def test_host_values_reads_each_host_once_and_templates_what_it_reads():
     hostvars = HostVars(a=Vars(aorta_launch={"head": "a"}, other=1), localhost=Vars(aorta_combined="{{ x }}"))
     found = rr.host_values(hostvars, ["a", "gone"], ["aorta_launch", "aorta_end"], template=lambda v: ("t", v))
     assert found == {"a": {"aorta_launch": ("t", {"head": "a"})}, "gone": {}}
-    assert Vars.reads == 1
+    # The node once, and localhost once for the run's results directory (where a shortened failed
+    # result's details file is named from).
+    assert Vars.reads == 2
     assert rr.host_values(hostvars, ["localhost"], rr.LOCAL_VARS) == {"localhost": {"aorta_combined": "{{ x }}"}}
 
 
@@ -411,3 +415,176 @@ def test_a_run_the_user_stopped_is_stopped_with_the_phase_and_each_nodes_steps()
         "STOPPED by the user while training: interrupted on the controller at 10:00 (SIGINT); steps reached 11 to 12"
     )
     assert found["stopped"] == {**stop, "phase": "while training", "steps": {"a": 11, "b": 12}}
+
+
+# A worker's failed preflight as node_prepare returned it before its result was shortened: the
+# probe's facts (health included), what the controller derived, the lease, every failed check.
+FAILURES = [
+    "preflight[health]: gpu-node-07: 2 process(es) already hold a GPU: pid 4242 python3 (user bob), pid 4243 "
+    "python3 (user bob) (stop them, or list a monitoring agent in aorta_gpu_process_allow)",
+    "preflight[health]: gpu-node-07: 3 GPU/NIC error(s) in the kernel log since previous run (amdgpu, xgmi): "
+    "amdgpu 0000:c1:00.0: amdgpu: GPU reset begin!",
+    "preflight[disk]: gpu-node-07: 12.5 GiB free at /opt/aorta, 50 GiB needed",
+]
+
+
+def failed_preflight() -> dict:
+    health = {
+        "tool": "amd-smi",
+        "steps": [{"name": f"amd-smi {s}", "seconds": 0.8, "timed_out": False} for s in ("list", "static")],
+        "count": {"logical": 8, "physical": 8, "partitioned": False, "error": ""},
+        "processes": [{"pid": p, "name": "python3", "user": "bob", "allowed": False} for p in (4242, 4243)],
+        "ecc": {"correctable": 12, "uncorrectable": 0, "gpus": []},
+        "kernel": {"source": "journalctl", "error": "", "since_source": "previous run", "lines": []},
+        "fingerprint": {"kernel": "6.8.0-45-generic", "rocm": "6.2.1", "amdgpu": "6.8.5", "gpu_model": "MI300X"},
+    }
+    health["kernel"]["lines"] = [{"kind": "amdgpu", "line": f"amdgpu 0000:c{i}:00.0: amdgpu: GPU reset"} for i in "123"]
+    facts = {
+        "docker": {"ok": True, "version": "27.1.1", "error": ""},
+        "image_id": "sha256:" + "ab" * 32,
+        "paths": {"config/distributed.yaml": True, "train.py": True},
+        "disk": {"free_bytes": 13421772800, "total_bytes": 1099511627776},
+        "gpu_devices": {"/dev/kfd": True, "/dev/dri": True},
+        "interfaces": {"lo": ["127.0.0.1"], "eth0": ["10.0.0.7"], "ens51np0": ["192.168.20.7", "fe80::1"]},
+        "tools": {"py-spy": False},
+        "clock": 1796000000.25,
+        "health": health,
+    }
+    derived = {
+        "fabric_if": "ens51np0",
+        "fabric_env": {"GLOO_SOCKET_IFNAME": "ens51np0", "NCCL_SOCKET_IFNAME": "ens51np0"},
+        "bootstrap_ip": "192.168.20.7",
+        "record": {"docker": "27.1.1", "image_present": True, "free_gib": 12.5, "clock_offset_s": 0.012},
+        "health": {"tool": "amd-smi", "gpus": 8, "devices": 8, "processes": health["processes"], "kernel": 3},
+        "fingerprint": dict(health["fingerprint"], docker="27.1.1"),
+    }
+    lease = {"result": "acquired", "run_id": "20250612-101500-3f2a", "previous": None, "message": "held"}
+    return {
+        "changed": False,
+        "failed": True,
+        "msg": f"{FAILURES[0]} (+2 more in run.json)",
+        "failures": list(FAILURES),
+        "own": True,
+        "reached": True,
+        "facts": facts,
+        "derived": derived,
+        "lease": lease,
+        "invocation": {"module_args": {"root": "/opt/aorta", "paths": ["config/distributed.yaml", "train.py"]}},
+        "_ansible_no_log": False,
+    }
+
+
+@pytest.fixture
+def results_with_logs():
+    """A run's results directory with its logs/, as run_start makes it, at a path as long as a
+    user's (``/tmp/aorta-<random>/aorta_results/<run id>``: pytest's own tmp_path runs longer)."""
+    top = Path(tempfile.mkdtemp(prefix="aorta-", dir="/tmp"))
+    results = top / "aorta_results" / "20250612-101500-3f2a"
+    (results / "logs").mkdir(parents=True)
+    yield results
+    shutil.rmtree(top)
+
+
+def test_a_failed_preflight_prints_under_300_characters_and_keeps_the_rest_in_its_details_file(results_with_logs):
+    full = failed_preflight()
+    assert len(rr.printed(full)) > 2500  # what the console printed of it
+    results = results_with_logs
+    short = rr.shorten_failure(copy.deepcopy(full), str(results), "gpu-node-07", "preflight", ("own", "reached"))
+    path = results / "logs" / "gpu-node-07.preflight.json"
+    line = rr.FATAL.format(node="gpu-node-07") + rr.printed(short)  # the console's whole line
+    assert len(line) < 300, line
+    # The internal keys for Ansible and no other: own and reached are true, their readers' default.
+    assert set(short) == {"changed", "failed", "msg", "details", "_ansible_no_log"}
+    # Named from the results directory the run printed at its start.
+    assert (
+        short["details"] == "logs/gpu-node-07.preflight.json" and short["failed"] is True and short["changed"] is False
+    )
+    assert short["msg"].endswith("\u2026") and "\n" not in short["msg"] and len(short["msg"]) <= rr.SHORT_MSG_MAX
+    assert full["msg"].startswith(short["msg"][:-1])
+    whole = json.loads(path.read_text())
+    assert whole == {k: v for k, v in full.items() if k != "_ansible_no_log"}
+    assert oct(path.stat().st_mode & 0o777) == "0o600"
+    assert rr.full_result(short, str(results)) == {**whole, "details": short["details"], "_ansible_no_log": False}
+    # A node the head's failure kept from its probe: not reached, and that is kept.
+    unreached = rr.shorten_failure(
+        dict(full, reached=False), str(results), "gpu-node-07", "preflight", ("own", "reached")
+    )
+    assert unreached["reached"] is False and "own" not in unreached
+
+
+def failed_run_vars(prepared: dict, setup_result: dict, results_dir: str = "") -> dict:
+    """The hostvars of a run whose worker failed its own preflight (the head passed): as the
+    rescue leaves them (its failed task and result on the worker)."""
+    return {
+        "head-01": {"aorta_node_rank": 0, "aorta_vpc_ip": "192.168.20.1", "aorta_prepare": {"derived": {}}},
+        "gpu-node-07": {
+            "aorta_node_rank": 1,
+            "aorta_vpc_ip": "192.168.20.7",
+            "aorta_prepare": prepared,
+            "aorta_node_setup_task": "Probe every node, hold it for this run and prove the fabric",
+            "aorta_node_setup_result": setup_result,
+        },
+        "localhost": {"aorta_setup_failed": True, "aorta_results_dir_resolved": results_dir},
+    }
+
+
+def test_run_json_keeps_a_shortened_failures_every_detail(results_with_logs):
+    full = failed_preflight()
+    results = str(results_with_logs)
+    short = rr.shorten_failure(copy.deepcopy(full), results, "gpu-node-07", "preflight", ("own", "reached"))
+    assert "failures" not in short and "derived" not in short
+    groups = {"aorta_nodes": ["head-01", "gpu-node-07"]}
+
+    def document(prepared, setup_result):
+        hostvars = failed_run_vars(prepared, setup_result, results)
+        values = rr.host_values(hostvars, rr.nodes_of(groups), rr.NODE_VARS)
+        values["localhost"] = hostvars["localhost"]
+        found = rr.record(dict(SETTINGS), values, groups, 1796000100, diagnose=lambda *a: {"summary": "x"})
+        return found["run_json"]
+
+    before = document(full, full)
+    after = document(short, dict(short, _ansible_no_log=False))
+    assert after == before
+    assert after["unhealthy"] == [{"name": "gpu-node-07", "reasons": FAILURES}]
+    assert after["failed_nodes"] == ["gpu-node-07"]
+    task = "Probe every node, hold it for this run and prove the fabric"
+    assert after["message"] == f"gpu-node-07: {task}: {full['msg']}"
+    assert after["nodes"][1]["fabric_if"] == "ens51np0" and after["nodes"][1]["health"]["kernel"] == 3
+    # The file gone: what the short result holds, not an error.
+    (results_with_logs / short["details"]).unlink()
+    gone = document(short, short)
+    assert gone["unhealthy"] == [{"name": "gpu-node-07", "reasons": [short["msg"]]}]
+
+
+def test_a_failure_stays_whole_where_it_is_short_or_has_nowhere_to_go(tmp_path, results_with_logs):
+    small = {"failed": True, "changed": False, "own": False, "reached": False, "msg": "not probed: the head failed"}
+    results = results_with_logs
+    assert rr.shorten_failure(small, str(results), "n1", "preflight") is small
+    passed = dict(failed_preflight(), failed=False)
+    assert rr.shorten_failure(passed, str(results), "n1", "preflight") is passed
+    full = failed_preflight()
+    # No logs/ (run_start makes it, never under --check), no results directory: whole, nothing written.
+    assert rr.shorten_failure(full, str(tmp_path / "nowhere"), "n1", "preflight") is full
+    assert rr.shorten_failure(full, None, "n1", "preflight") is full
+    assert not (tmp_path / "nowhere").exists() and list((results / "logs").iterdir()) == []
+    (results / "logs" / "n1.preflight.json").mkdir()  # a file it cannot write (a directory in its way)
+    assert rr.shorten_failure(full, str(results), "n1", "preflight") is full
+    assert rr.full_result(small) is small and rr.full_result(None) is None
+    assert rr.full_result({"failed": True, "details": {"a": 1}}) == {"failed": True, "details": {"a": 1}}
+    # Only a failed result was shortened: another's ``details`` names no file of ours.
+    (results / "logs" / "n2.preflight.json").write_text('{"failures": ["x"]}')
+    named = {"failed": False, "details": str(results / "logs" / "n2.preflight.json")}
+    assert rr.full_result(named) is named and rr.full_result(dict(named, failed=True))["failures"] == ["x"]
+
+
+def test_a_short_failure_keeps_what_its_readers_need_and_fits_a_long_path():
+    result = dict(failed_preflight(), own=False, reached=False, warnings=["w"], msg="first\nsecond " + "é" * 400)
+    short = rr.short_failure(result, "/r/logs/n1.preflight.json", ("own", "reached", "absent"))
+    assert "absent" not in short
+    assert (short["own"], short["reached"], short["warnings"]) == (False, False, ["w"])
+    assert short["msg"].startswith("first second \u00e9") and len(rr.printed(short)) < 300
+    deep = "/" + "d" * 230 + "/logs/n1.preflight.json"
+    short = rr.short_failure(result, deep, ("own",))
+    assert len(short["msg"]) == rr.SHORT_MSG_MIN  # the msg keeps its least; the path is whole
+    assert short["details"] == deep
+    assert rr.details_file("/r", "a/b", "launch") == "/r/logs/a_b.launch.json"
