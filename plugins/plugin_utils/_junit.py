@@ -395,6 +395,15 @@ def _drift_case(run: Mapping[str, Any]) -> dict:
     return _case("aorta.findings", "drift", "failure", _listed("fields drift", texts), "\n".join(texts), "finding")
 
 
+def _link_errors_case(run: Mapping[str, Any]) -> dict:
+    """``link errors``: the nodes whose fabric link's error counters grew during the run (run.json's)."""
+    texts = []
+    for item in (_dict(i) for i in _list(run.get("link_errors"))):
+        grew = ", ".join(f"{k} +{v}" for k, v in _dict(item.get("grew")).items())
+        texts.append(f"{item.get('node')} ({item.get('interface')}): {grew}")
+    return _finding_case("link errors", texts)
+
+
 def _baseline_case(report: Mapping[str, Any]) -> dict:
     """``baseline``: fails on a regression of the step time beyond the tolerance and the noise."""
     where = "aorta.findings"
@@ -422,8 +431,13 @@ def _baseline_case(report: Mapping[str, Any]) -> dict:
 def _finding_cases(run: Mapping[str, Any], report: Mapping[str, Any] | None, no_report: str) -> list[dict]:
     if report is None:
         skipped = [_case("aorta.findings", name, "skipped", no_report) for name in ("slow nodes", "stragglers")]
-        return [*skipped, _drift_case(run), _case("aorta.findings", "baseline", "skipped", no_report)]
-    return [*_slow_cases(report), _drift_case(run), _baseline_case(report)]
+        return [
+            *skipped,
+            _drift_case(run),
+            _link_errors_case(run),
+            _case("aorta.findings", "baseline", "skipped", no_report),
+        ]
+    return [*_slow_cases(report), _drift_case(run), _link_errors_case(run), _baseline_case(report)]
 
 
 def _seconds(value: Any) -> float | None:

@@ -417,6 +417,35 @@ def combined_traces(results_dir: str, collected: Mapping[str, Any]) -> dict[str,
     }
 
 
+LINK_ERRORS_NAMED = 3  # nodes named on the console's link-errors line before "and N more"
+
+
+def link_errors(rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """The nodes whose fabric link's error counters grew during the run (each node's supervisor read
+    them at the launch and at the end: run.json's ``nodes[].link``), a finding on that node: ``node``,
+    ``interface``, ``grew`` ({counter: how many more})."""
+    found = []
+    for row in rows:
+        link = _dict(row.get("link"))
+        grew = {str(k): v for k, v in _dict(link.get("grew")).items() if isinstance(v, int) and v > 0}
+        if grew:
+            found.append({"node": row.get("name"), "interface": link.get("interface"), "grew": grew})
+    return found
+
+
+def link_errors_line(found: Sequence[Mapping[str, Any]]) -> list[str]:
+    """One console line for them, whatever the node count; none when there are none."""
+    if not found:
+        return []
+    named = ", ".join(
+        f"{item['node']} ({', '.join(f'{k} +{v}' for k, v in _dict(item.get('grew')).items())})"
+        for item in found[:LINK_ERRORS_NAMED]
+    )
+    more = f" and {len(found) - LINK_ERRORS_NAMED} more" if len(found) > LINK_ERRORS_NAMED else ""
+    nodes = f"{len(found)} node{'s' if len(found) != 1 else ''}"
+    return [clip(f"fabric link errors grew during the run on {nodes}: {named}{more} (run.json)")]
+
+
 def run_json(
     *,
     run_id: str,
@@ -449,6 +478,7 @@ def run_json(
         "context": what,
         "nodes": rows,
         "drift": health_found["drift"],
+        "link_errors": link_errors(rows),
         "unhealthy": health_found["unhealthy"],
         "combined_traces": combined_traces(results_dir, collected),
         "collection_error": collect_failure,
@@ -475,6 +505,7 @@ def console_lines(
         lines.append(clip(f"why: {why.get('summary')}"))
     lines += node_table(rows, every_node)
     lines += health_found["drift_lines"]
+    lines += link_errors_line(link_errors(rows))
     unhealthy = {str(node.get("name")) for node in health_found["unhealthy"]}
     if unhealthy and rows and all(str(row.get("name")) in unhealthy for row in rows):
         lines.append(

@@ -108,6 +108,7 @@ def test_a_healthy_run_with_a_healthy_report_has_no_failure():
         "aorta.findings: slow nodes",
         "aorta.findings: stragglers",
         "aorta.findings: drift",
+        "aorta.findings: link errors",
         "aorta.findings: baseline",
     ]
     assert found["aorta.findings: baseline"][:2] == ("skipped", "no baseline given (aorta_baseline)")
@@ -273,6 +274,13 @@ def test_without_a_report_the_report_testcases_are_skipped_and_drift_still_judge
     }
     run["combined_traces"] = None
     assert cases_of(junit.junit_xml(run, None))["aorta.findings: baseline"][1] == "no report: no traces were collected"
+
+
+def test_fabric_link_errors_that_grew_fail_their_finding_naming_the_node_and_the_counts():
+    run = sample()
+    run["link_errors"] = [{"node": WORKER, "interface": "ens51np0", "grew": {"rx_errors": 1204}}]
+    found = cases_of(junit.junit_xml(run, report()))
+    assert failures(found) == {"aorta.findings: link errors": f"{WORKER} (ens51np0): rx_errors +1204"}
 
 
 def test_findings_fail_naming_the_node_or_rank_and_the_figure():

@@ -588,3 +588,19 @@ def test_a_short_failure_keeps_what_its_readers_need_and_fits_a_long_path():
     assert len(short["msg"]) == rr.SHORT_MSG_MIN  # the msg keeps its least; the path is whole
     assert short["details"] == deep
     assert rr.details_file("/r", "a/b", "launch") == "/r/logs/a_b.launch.json"
+
+
+def test_link_errors_that_grew_are_a_finding_with_one_console_line_whatever_the_node_count():
+    rows = [
+        {"name": "n0", "link": {"interface": "eth1", "grew": {}}},
+        {"name": "n1", "link": {"interface": "eth1", "grew": {"rx_errors": 12, "tx_errors": 0}}},
+        {"name": "n2", "link": None},
+    ]
+    assert rr.link_errors(rows) == [{"node": "n1", "interface": "eth1", "grew": {"rx_errors": 12}}]
+    assert rr.link_errors_line(rr.link_errors(rows)) == [
+        "fabric link errors grew during the run on 1 node: n1 (rx_errors +12) (run.json)"
+    ]
+    many = [{"name": f"n{i}", "link": {"interface": "eth1", "grew": {"tx_errors": i + 1}}} for i in range(1000)]
+    (line,) = rr.link_errors_line(rr.link_errors(many))
+    assert line.endswith("n2 (tx_errors +3) and 997 more (run.json)") and len(line) < 300
+    assert rr.link_errors_line([]) == []
