@@ -189,7 +189,7 @@ def _best(table, references=None):
     for d in DIRECTIONS:
         best[d] = {}
         for rank, figures in table[d].items():
-            values = [g if references is None else _ratio(g, references[r]) for r, _, g in figures]
+            values = [g if references is None else _ratio(g, references[r]) for r, _peer, g in figures]
             values = [v for v in values if v is not None]
             if values:
                 best[d][rank] = max(values)
@@ -201,7 +201,7 @@ def _references(table, best, limit, rounds_count, reference):
     reached ``limit`` in the direction they had there (a slow node drags its partners of the round
     down; they are left out), or ``reference`` where a round has no such pair."""
     suspect = {d: {rank for rank, gbps in best[d].items() if gbps < limit} for d in DIRECTIONS}
-    figures = [[] for _ in range(rounds_count)]
+    figures = [[] for _round_index in range(rounds_count)]
     for d in DIRECTIONS:
         for rank, rows in table[d].items():
             for r, partner, gbps in rows:
@@ -219,7 +219,7 @@ def _judge(table, ratios, threshold):
         other = _OPPOSITE[direction]
         for rank in sorted(below[direction]):
             figures = table[direction][rank]
-            partners = {partner for _, partner, _ in figures}
+            partners = {partner for _round_index, partner, _gbps in figures}
             cleared = [p for p in partners if p in ratios[other] and p not in below[other]]
             if len(partners) < MIN_ROUNDS:
                 why = "below in the only round it was measured in: its partner may be the slow end"
@@ -244,10 +244,12 @@ def _node(table, best, ratios, rank, rounds_count):
     for d in DIRECTIONS:
         figures = table[d].get(rank, [])
         by_round = [None] * rounds_count
-        for r, _, gbps in figures:
+        for r, _peer, gbps in figures:
             by_round[r] = _round(gbps)
         entry[d + "_gbps"] = _round(best[d].get(rank))
-        entry[d + "_median_gbps"] = _round(statistics.median([g for _, _, g in figures])) if figures else None
+        entry[d + "_median_gbps"] = (
+            _round(statistics.median([g for _round_index, _peer, g in figures])) if figures else None
+        )
         entry[d + "_by_round"] = by_round
         entry[d + "_ratio"] = _round(ratios[d].get(rank))
     present = [entry[d + "_ratio"] for d in DIRECTIONS if entry[d + "_ratio"] is not None]

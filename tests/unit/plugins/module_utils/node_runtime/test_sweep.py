@@ -63,7 +63,7 @@ def test_every_node_sends_once_and_receives_once_per_round_and_meets_new_partner
     schedule = _sweep.rounds(n)
     assert len(schedule) == min(_sweep.ROUNDS, n - 1)
     for pairs in schedule:
-        assert sorted(s for s, _ in pairs) == list(range(n)) and sorted(r for _, r in pairs) == list(range(n))
+        assert sorted(s for s, _r in pairs) == list(range(n)) and sorted(r for _s, r in pairs) == list(range(n))
         assert all(s != r for s, r in pairs)
         shift = {(r - s) % n for s, r in pairs}
         assert len(shift) == 1  # one shift per round: all pairs of a round run at once

@@ -61,7 +61,7 @@ def computes(nodes: int, seed: int, slow: bool) -> list:
             factor = 1.35
         elif slow and rank == STRAGGLER:
             factor = 1.5
-        table.append([COMPUTE_MS * factor * rng.gauss(1.0, 0.02) for _ in range(STEPS)])
+        table.append([COMPUTE_MS * factor * rng.gauss(1.0, 0.02) for _step in range(STEPS)])
     return table
 
 
@@ -125,7 +125,7 @@ def earlier_files(output: Path, world: int) -> None:
     """What else a node's output directory may hold, which its collection does not take: an earlier
     run's trace of rank 1 (older than the run's start floor), a consolidated copy of rank 0 under
     combined_traces/, and a link to rank 2's trace. Each would name a rank or a file of its own."""
-    table = [[COMPUTE_MS] * STEPS for _ in range(world)]
+    table = [[COMPUTE_MS] * STEPS for _rank in range(world)]
     table[0] = table[1] = [2 * COMPUTE_MS] * STEPS
     stale = output / "torch_profiler" / "rank1" / "trace-0.json"  # sorts before the run's trace.json
     stale.write_text(json.dumps(rank_trace(1, world, table, table[0])))
