@@ -69,7 +69,8 @@ class ActionModule(ActionBase):
         if health:
             derived["health"] = _health_verdict.summary(health)
             derived["fingerprint"] = health.get("fingerprint") or {}
-        link_facts(derived, probe["facts"].get("links") or {})
+        # Only the fabric interface's link is kept: every node's result is read at the record.
+        link_facts(derived, probe["facts"].pop("links", None) or {})
         if pyspy is not None:
             derived["pyspy"] = dict(pyspy, present=bool(probe["facts"].get("tools", {}).get("py-spy")))
         # The node reads its clock last, just before it answers: against the controller's clock when

@@ -30,6 +30,7 @@ def stop_args(grace_seconds: Any, who: str, now: dt.datetime) -> dict[str, Any]:
     return {
         "stop_reason": f"stopped by aorta.cluster.stop from {who} at {now:%Y-%m-%d %H:%M:%S} UTC",
         "wait_seconds": int(bound),
+        "grace_seconds": int(grace_seconds),  # the node waits longer for a run launched with a longer grace
     }
 
 
@@ -77,6 +78,16 @@ def attachment(node: str, is_head: bool, run_id: str, answer: dict[str, Any], pu
             "launch": launch,
             "run_started_epoch": kept.get("run_started_epoch"),
             "state": status.get("state") or "unknown",
+        }
+    if status:
+        # A supervisor of this run ran here, but what its launch kept cannot be read (another account
+        # launched it: the file is 0600; its write failed; a collection before the re-attached watch
+        # launched it). Never taken for excluded or absent: their end would remove its container.
+        why = answer.get("attach_error") or "missing"
+        return {
+            "failed": True,
+            "msg": f"run {run_id} ran on {node} ({status.get('state')}), but runs/{run_id}.attach.json is {why}: "
+            "re-attach as the account that launched it, or stop it with aorta.cluster.stop",
         }
     if ours:  # held by the run, never launched: preflight excluded it
         why = f"excluded from run {run_id} by its preflight (that run's console log says why)"

@@ -15,8 +15,13 @@ description:
     supervisor's status and the node's lease. One remote command per node, once."
   - "The action plugin of the same name hands the probe and launch results to the play as the node's
     C(aorta_prepare) and C(aorta_launch), so the run is watched, ended, collected and recorded as the
-    play that launched it would have (the playbook C(aorta.cluster.watch)). A node that holds nothing of
-    the run fails, naming the run that holds it, if any; a node the run excluded is ended as excluded."
+    play that launched it would have (the playbook C(aorta.cluster.watch)). On the cluster file's head, an id that
+    launched nothing there fails, naming the run that holds the node, if any; elsewhere such a node is ended as not
+    launched, and one the run excluded as excluded. A node where the run's supervisor ran but whose kept launch
+    cannot be read (launched by another account: the file is 0600) fails rather than be taken for either."
+  - "The registered result of the action is not the module's: for V(watch) C(prepare), C(launch), C(run_started_epoch)
+    and C(state); for V(stop) C(state), C(outcome), C(reason), C(asked_head), C(waited_s) and, for a run that had
+    already ended, C(line)."
 author:
   - aorta.cluster maintainers (@aorta-cluster)
 options:
@@ -50,6 +55,12 @@ options:
         bound); C(status) is then read again.
     type: int
     default: 0
+  grace_seconds:
+    description:
+      - The kill grace O(wait_seconds) was counted with; where the run's own (its kept launch's) is longer, the wait
+        is longer by the difference, so a run SIGTERM'd by the stop gets its whole grace before anything is removed.
+    type: int
+    default: 0
 extends_documentation_fragment:
   - aorta.cluster._attributes
 attributes:
@@ -80,6 +91,10 @@ status:
   description: The supervisor's status (C(state), C(finished), C(outcome), C(reason)); null when there is none.
   returned: always
   type: dict
+attach_error:
+  description: Why the kept launch could not be read (for example a permission denied to another account); empty else.
+  returned: always
+  type: str
 lease:
   description: The node's lease (C(run_id), C(live), C(why), C(line)); null when the node is free.
   returned: always
@@ -110,12 +125,17 @@ from ansible_collections.aorta.cluster.plugins.module_utils.node_runtime._lease 
 STATUS_KEYS = ("state", "finished", "outcome", "reason", "ended_at")
 
 
-def read_json(path):
-    """The JSON object at ``path``; None when it is missing or not an object."""
+def read_json(path, errors=None):
+    """The JSON object at ``path``; None when it is missing or not an object. Why it could not be
+    read (not its absence) goes into ``errors`` when given."""
     try:
         with open(path) as handle:
             data = json.load(handle)
-    except (OSError, ValueError):
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError) as exc:
+        if errors is not None:
+            errors.append(getattr(exc, "strerror", None) or str(exc))
         return None
     return data if isinstance(data, dict) else None
 
@@ -135,8 +155,11 @@ def lease_of(directory, now):
 def attached(directory, run_id, now):
     runs = os.path.join(directory, "runs")
     status = read_json(os.path.join(runs, f"{run_id}.json"))
+    errors = []
+    kept = read_json(os.path.join(runs, f"{run_id}.attach.json"), errors)
     return {
-        "attach": read_json(os.path.join(runs, f"{run_id}.attach.json")),
+        "attach": kept,
+        "attach_error": f"unreadable here ({errors[0]})" if errors else "",
         "status": {k: status.get(k) for k in STATUS_KEYS} if status else None,
         "lease": lease_of(directory, now),
     }
@@ -163,6 +186,17 @@ def ask_head(directory, run_id, reason, status):
     return True
 
 
+def stop_wait_s(asked, grace_s, kept):
+    """The wait the stop asked for (``asked``, counted with its own grace ``grace_s``), longer by what
+    the run's own grace, as its kept launch says, exceeds it: a SIGTERM'd run gets its whole grace."""
+    deadlines = ((kept or {}).get("launch") or {}).get("deadlines") or {}
+    try:
+        run_grace = float(deadlines.get("grace_s") or 0)
+    except (TypeError, ValueError):
+        run_grace = 0.0
+    return asked + max(0.0, run_grace - grace_s)
+
+
 def wait_for_end(directory, run_id, seconds, clock=time.monotonic, sleep=time.sleep):
     """Seconds spent until this node's supervisor says finished (at most ``seconds``)."""
     began = clock()
@@ -183,6 +217,7 @@ def main():
             "purpose": {"type": "str", "choices": ["watch", "stop"], "default": "watch"},
             "stop_reason": {"type": "str", "default": ""},
             "wait_seconds": {"type": "int", "default": 0},
+            "grace_seconds": {"type": "int", "default": 0},
         },
         supports_check_mode=True,
     )
@@ -192,7 +227,9 @@ def main():
     if p["purpose"] == "stop" and not module.check_mode:
         asked = ask_head(p["directory"], p["run_id"], p["stop_reason"], found["status"])
         if found["status"] and not found["status"].get("finished") and p["wait_seconds"] > 0:
-            waited = wait_for_end(p["directory"], p["run_id"], p["wait_seconds"])
+            waited = wait_for_end(
+                p["directory"], p["run_id"], stop_wait_s(p["wait_seconds"], p["grace_seconds"], found["attach"])
+            )
             found = attached(p["directory"], p["run_id"], time.time())
     module.exit_json(changed=asked, asked_head=asked, waited_s=waited, **found)
 

@@ -17,7 +17,7 @@ description:
     M(aorta.cluster.run_attach) result (registered as C(aorta_stop)): whether the head was asked, and each
     node's supervisor state after the wait."
   - "Prints one line: the run, whether its head was asked, how many nodes' supervisors had finished,
-    and the nodes that had not (at most 10 named; the teardown that follows removes what they left)."
+    and the nodes that had not (at most 10 named; the teardown, just before, removed what they left)."
   - "When this controller has the run's results directory (C(aorta_results_dir), else
     C(aorta_results_root)/<run id>) and its C(run.json), appends to its C(stops) list: C(at), C(by)
     (the controller's user, host and process), C(asked_head), C(finished) (a count) and C(not_finished)

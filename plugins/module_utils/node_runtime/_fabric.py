@@ -79,9 +79,10 @@ def link_facts(interface, sysfs=SYSFS_NET):
 
 
 def links(interfaces, sysfs=SYSFS_NET):
-    """``link_facts`` of each interface that holds an address (``{name: [addresses]}``), at most
-    LINKS_AT_MOST of them: the controller picks the fabric one."""
-    named = sorted(name for name, addresses in (interfaces or {}).items() if addresses)
+    """``link_facts`` of each interface that holds an IPv4 address (``{name: [addresses]}``: the fabric
+    address is one; a container's veth has only an IPv6 link-local one), at most LINKS_AT_MOST of them:
+    the controller picks the fabric one and keeps only it."""
+    named = sorted(name for name, addresses in (interfaces or {}).items() if any(":" not in a for a in addresses))
     return {name: link_facts(name, sysfs) for name in named[:LINKS_AT_MOST]}
 
 

@@ -84,4 +84,22 @@ def test_a_stop_asks_the_head_with_who_and_when_and_waits_to_the_supervisors_sto
         == "stopped by aorta.cluster.stop from me@ctl (ansible-playbook pid 7) at 2026-12-06 11:00:05 UTC"
     )
     assert asked["wait_seconds"] == int(_time_bounds.stop_bound_s(30, 0) + 2 * _time_bounds.HEARTBEAT_S)
+    assert asked["grace_seconds"] == 30
     assert stop_args(10, "x", dt.datetime.now(dt.timezone.utc))["wait_seconds"] < asked["wait_seconds"]
+
+
+def test_a_supervisor_that_ran_without_a_readable_kept_launch_fails_rather_than_be_ended():
+    # Launched by another account (the kept launch is 0600), or by a collection before this one: taken
+    # for excluded or absent, its end would remove the run's container while it trains.
+    answer = {"attach": None, "attach_error": "unreadable here (Permission denied)", "status": {"state": "running"}}
+    for lease in (OURS, None):
+        done = attachment("n2", False, "r1", dict(answer, lease=lease), "watch")
+        assert done == {
+            "failed": True,
+            "msg": "run r1 ran on n2 (running), but runs/r1.attach.json is unreadable here (Permission denied): "
+            "re-attach as the account that launched it, or stop it with aorta.cluster.stop",
+        }
+    missing = attachment("n2", False, "r1", {"attach": None, "status": {"state": "finished"}, "lease": None}, "watch")
+    assert missing["failed"] and "runs/r1.attach.json is missing" in missing["msg"]
+    # A stop needs no kept launch: it asks the head and waits.
+    assert not attachment("n2", False, "r1", dict(answer, lease=OURS), "stop").get("failed")

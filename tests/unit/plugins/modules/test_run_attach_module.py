@@ -65,3 +65,18 @@ def test_a_stop_asks_the_head_once_and_waits_for_the_supervisor_within_its_bound
     (runs / "r1.json").write_text(json.dumps({"state": "finished", "finished": True, "outcome": "ok"}))
     ended = run_module(run_attach, dict(args, wait_seconds=30))
     assert ended["asked_head"] is False and ended["waited_s"] == 0 and not (aggregates / "r1.stop").exists()
+
+
+def test_a_kept_launch_that_cannot_be_read_says_why(run_module, tmp_path):
+    runs = tmp_path / "runs"
+    (runs / "r1.attach.json").mkdir(parents=True)  # unreadable as a file, whoever reads it (root too)
+    result = run_module(run_attach, {"run_id": "r1", "directory": str(tmp_path)})
+    assert result["attach"] is None and result["attach_error"] == "unreadable here (Is a directory)"
+    assert run_module(run_attach, {"run_id": "r2", "directory": str(tmp_path)})["attach_error"] == ""
+
+
+def test_the_stops_wait_grows_by_what_the_runs_own_grace_exceeds_the_stops():
+    kept = {"launch": {"deadlines": {"grace_s": 300}}}
+    assert run_attach.stop_wait_s(100, 30, kept) == 370
+    assert run_attach.stop_wait_s(100, 30, {"launch": {"deadlines": {"grace_s": 10}}}) == 100
+    assert run_attach.stop_wait_s(100, 30, None) == 100

@@ -62,7 +62,10 @@ def test_link_facts_read_speed_mtu_driver_and_error_counters_as_the_kernel_lays_
 
 
 def test_links_reads_the_interfaces_that_hold_an_address_within_a_bound(tmp_path):
-    assert set(_fabric.links({"lo": ["127.0.0.1"], "docker0": [], "eth0": ["10.0.0.2"]})) == {"lo", "eth0"}
+    found = _fabric.links(
+        {"lo": ["127.0.0.1"], "docker0": [], "veth1a2b": ["fe80::1"], "eth0": ["10.0.0.2", "fe80::2"]}
+    )
+    assert set(found) == {"lo", "eth0"}
     many = {f"veth{i:03d}": ["169.254.0.1"] for i in range(200)}
     assert len(_fabric.links(many, str(tmp_path))) == _fabric.LINKS_AT_MOST
     real = _fabric.links({"lo": ["127.0.0.1"]})["lo"]
