@@ -251,5 +251,11 @@ def test_a_cancelled_job_is_stopped_by_the_head_after_the_orphan_grace_and_leave
     assert there == [] and gone_after < bound, (there, gone_after, bound)
     assert gone_after > orphan - 10, gone_after  # the head waited for the grace, not the deadline
     for index in range(len(standin_cluster.nodes)):
-        status = standin_cluster.node_status(index, run_id)
+        # The container goes at the supervisor's cleanup; its status says finished after the kernel
+        # log scan and its final report (the head's after the others'), a few seconds later.
+        for _attempt in range(60):
+            status = standin_cluster.node_status(index, run_id)
+            if status and status["finished"]:
+                break
+            time.sleep(1)
         assert status["finished"] and "no controller has watched the run" in status["reason"], status
