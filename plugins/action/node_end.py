@@ -97,6 +97,8 @@ class ActionModule(WaitAction):
         seconds: dict[str, float],
     ) -> dict[str, Any]:
         """The run's end as run_wait sees it (``{"skipped": True}``: nothing launched), timed in ``seconds``."""
+        if launch.get("unreachable"):  # a re-attached watch could not reach it (run_attach): not asked again
+            return {"node_unreachable": True, "status": {}, "polls": 0}
         results_dir = str(s["aorta_results_dir_resolved"])
         progress_dir = os.path.join(results_dir, ".progress") if results_dir else None
         lease_dir = str(s["aorta_lease_dir"])

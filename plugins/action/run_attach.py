@@ -10,6 +10,7 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any
 
+from ansible.errors import AnsibleConnectionFailure
 from ansible.plugins.action import ActionBase
 from ansible.utils.display import Display
 
@@ -102,6 +103,20 @@ def attachment(node: str, is_head: bool, run_id: str, answer: dict[str, Any], pu
     return {"changed": False, "prepare": {"reached": True}, "launch": {}, "state": "absent"}
 
 
+def unreachable_node(purpose: str, why: str) -> dict[str, Any]:
+    """A node the controller cannot reach: the watch ends it as unreachable (node_end neither waits
+    for it nor tears it down; run.json names it, as the original play would), the stop lists it as
+    not finished (the teardown's own task tolerates the node being gone)."""
+    if purpose == "stop":
+        return {"changed": False, "state": "unreachable", "outcome": None, "reason": why[:300], "asked_head": False}
+    return {
+        "changed": False,
+        "prepare": {"reached": False},
+        "launch": {"unreachable": why[:300]},
+        "state": "unreachable",
+    }
+
+
 class ActionModule(ActionBase):
     TRANSFERS_FILES = False
     _VALID_ARGS = frozenset(("purpose",))
@@ -127,11 +142,17 @@ class ActionModule(ActionBase):
         if purpose == "stop":
             now = dt.datetime.now(dt.timezone.utc)
             args.update(stop_args(s["aorta_kill_grace_seconds"], controller_identity(), now))
-        answer = self._execute_module(module_name="aorta.cluster.run_attach", module_args=args, task_vars=task_vars)
+        node = str(task_vars.get("inventory_hostname"))
+        try:
+            answer = self._execute_module(module_name="aorta.cluster.run_attach", module_args=args, task_vars=task_vars)
+        except AnsibleConnectionFailure as exc:
+            # Not a failure of the task: with any_errors_fatal it would end every node's watch or stop,
+            # and a node that died with the controller is the case a re-attached watch is for.
+            result.update(unreachable_node(purpose, f"{node}: {exc}"))
+            return result
         if answer.get("failed"):
             result.update(failed=True, msg=f"run_attach: {answer.get('msg')}")
             return result
-        node = str(task_vars.get("inventory_hostname"))
         result.update(attachment(node, node == _settings.head_of(task_vars), run_id, answer, purpose))
         if result.get("line"):
             display.display(result["line"])

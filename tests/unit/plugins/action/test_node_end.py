@@ -12,6 +12,7 @@ from types import SimpleNamespace
 from test_node_prepare import PREPARE, leases, run_vars
 
 from ansible_collections.aorta.cluster.plugins.action.node_end import ActionModule, collect_floor
+from ansible_collections.aorta.cluster.plugins.plugin_utils._run import node_state
 
 END = {"name": "End", "aorta.cluster.node_end": None, "register": "aorta_end"}
 
@@ -128,3 +129,12 @@ def test_the_collect_floor_is_aorta_collect_since_else_the_launchs_start_floor()
     assert collect_floor({"aorta_collect_since": None}, launch) == 1796040000.5
     assert collect_floor({"aorta_collect_since": 1700000000}, launch) == 1700000000.0
     assert collect_floor({"aorta_collect_since": None}, {}) == 0.0
+
+
+def test_a_node_a_re_attached_watch_could_not_reach_is_not_asked_again_and_ends_unreachable():
+    task = SimpleNamespace(args={}, async_val=0, check_mode=False, action="aorta.cluster.node_end")
+    action = ActionModule(task, SimpleNamespace(_shell=SimpleNamespace(tmpdir=None)), SimpleNamespace(), None, None)
+    launch = {"unreachable": "n2: ssh: connect to host n2 port 22: No route to host"}
+    wait = action._wait_for_run({}, launch, {}, "n2", "h", 2, {}, {})
+    assert wait["node_unreachable"] is True and wait["polls"] == 0
+    assert node_state(wait)["state"] == "unreachable"

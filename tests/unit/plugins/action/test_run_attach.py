@@ -6,8 +6,11 @@ holds the node), a finished run said to a stop, once, and left alone."""
 from __future__ import annotations
 
 import datetime as dt
+from types import SimpleNamespace
 
-from ansible_collections.aorta.cluster.plugins.action.run_attach import attachment, stop_args
+from ansible.errors import AnsibleConnectionFailure
+
+from ansible_collections.aorta.cluster.plugins.action.run_attach import ActionModule, attachment, stop_args
 from ansible_collections.aorta.cluster.plugins.module_utils.node_runtime import _time_bounds
 
 KEPT = {
@@ -103,3 +106,31 @@ def test_a_supervisor_that_ran_without_a_readable_kept_launch_fails_rather_than_
     assert missing["failed"] and "runs/r1.attach.json is missing" in missing["msg"]
     # A stop needs no kept launch: it asks the head and waits.
     assert not attachment("n2", False, "r1", dict(answer, lease=OURS), "stop").get("failed")
+
+
+def test_a_node_the_controller_cannot_reach_is_ended_as_unreachable_not_failed():
+    # With any_errors_fatal, a failed (or unreachable) node would end every node's watch: the node that
+    # died with the controller is the case a re-attached watch is for.
+    task = SimpleNamespace(args={}, async_val=0, check_mode=False, action="aorta.cluster.run_attach")
+    connection = SimpleNamespace(_shell=SimpleNamespace(tmpdir=None), set_option=lambda *a, **k: None)
+    action = ActionModule(task, connection, SimpleNamespace(check_mode=False), None, None)
+    action._templar = SimpleNamespace(template=lambda value: value)
+
+    def gone(**_kwargs):
+        raise AnsibleConnectionFailure("ssh: connect to host n2 port 22: No route to host")
+
+    action._execute_module = gone
+    task_vars = {
+        "inventory_hostname": "n2",
+        "aorta_run_id_resolved": "r1",
+        "aorta_lease_dir": "/var/tmp/aorta-cluster",
+        "aorta_connect_timeout": 5,
+        "aorta_kill_grace_seconds": 30,
+        "groups": {"aorta_head": ["h"], "aorta_nodes": ["h", "n2"]},
+    }
+    done = action.run(task_vars=task_vars)
+    assert not done.get("failed") and done["state"] == "unreachable" and done["prepare"] == {"reached": False}
+    assert done["launch"]["unreachable"].startswith("n2: ssh: connect to host n2")
+    task.args = {"purpose": "stop"}
+    stopped = action.run(task_vars=task_vars)
+    assert not stopped.get("failed") and stopped["state"] == "unreachable" and stopped["asked_head"] is False
