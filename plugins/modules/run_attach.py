@@ -115,11 +115,17 @@ import time
 
 from ansible.module_utils.basic import AnsibleModule
 
+from ansible_collections.aorta.cluster.plugins.module_utils.node_runtime._aggregator import stop_request_path
 from ansible_collections.aorta.cluster.plugins.module_utils.node_runtime._lease import (
     Lease,
     LeaseError,
     describe,
     liveness,
+)
+from ansible_collections.aorta.cluster.plugins.module_utils.node_runtime._supervisor import (
+    aggregate_path,
+    attach_path,
+    status_path,
 )
 
 STATUS_KEYS = ("state", "finished", "outcome", "reason", "ended_at")
@@ -153,10 +159,9 @@ def lease_of(directory, now):
 
 
 def attached(directory, run_id, now):
-    runs = os.path.join(directory, "runs")
-    status = read_json(os.path.join(runs, f"{run_id}.json"))
+    status = read_json(status_path(directory, run_id))
     errors = []
-    kept = read_json(os.path.join(runs, f"{run_id}.attach.json"), errors)
+    kept = read_json(attach_path(directory, run_id), errors)
     return {
         "attach": kept,
         "attach_error": f"unreadable here ({errors[0]})" if errors else "",
@@ -168,12 +173,12 @@ def attached(directory, run_id, now):
 def ask_head(directory, run_id, reason, status):
     """The stop request beside the run's aggregate, on the head only (the node that has one), once,
     while the run goes on. True when the request is there."""
-    aggregates = os.path.join(directory, "aggregates")
-    if not reason or not os.path.exists(os.path.join(aggregates, f"{run_id}.json")):
+    aggregate = aggregate_path(directory, run_id)
+    if not reason or not os.path.exists(aggregate):
         return False
     if status and status.get("finished"):
         return False
-    path = os.path.join(aggregates, f"{run_id}.stop")
+    path = stop_request_path(aggregate)
     if os.path.exists(path):
         return True
     tmp = f"{path}.{os.getpid()}.tmp"
@@ -200,7 +205,7 @@ def stop_wait_s(asked, grace_s, kept):
 def wait_for_end(directory, run_id, seconds, clock=time.monotonic, sleep=time.sleep):
     """Seconds spent until this node's supervisor says finished (at most ``seconds``)."""
     began = clock()
-    path = os.path.join(directory, "runs", f"{run_id}.json")
+    path = status_path(directory, run_id)
     while clock() - began < seconds:
         status = read_json(path)
         if not status or status.get("finished"):

@@ -358,7 +358,10 @@ from ansible_collections.aorta.cluster.plugins.module_utils.node_runtime._lease 
 )
 from ansible_collections.aorta.cluster.plugins.module_utils.node_runtime._supervisor import (
     Supervisor,
+    aggregate_path,
+    attach_path,
     metrics_progress,
+    status_path,
     write_json_atomic,
 )
 from ansible_collections.aorta.cluster.plugins.module_utils.node_runtime._time_bounds import (
@@ -370,14 +373,6 @@ from ansible_collections.aorta.cluster.plugins.module_utils.node_runtime._time_b
 
 class Refused(Exception):
     """The supervisor cannot start (the lease is held, the aggregator cannot listen...): nothing runs."""
-
-
-def status_path(directory, run_id):
-    return os.path.join(directory, "runs", f"{run_id}.json")
-
-
-def attach_path(directory, run_id):
-    return os.path.join(directory, "runs", f"{run_id}.attach.json")
 
 
 def write_attach(p, extra):
@@ -461,10 +456,9 @@ def make_watch(spec, run_id, directory):
             time.monotonic(),
             stopping_timeout=spec["stopping_timeout"],
         )
-        # Beside runs/, not in it: runs/ holds the supervisors' status files only.
-        aggregate_dir = os.path.join(directory, "aggregates")
-        shared_dir(aggregate_dir)
-        aggregate = os.path.join(aggregate_dir, f"{run_id}.json")
+        # Beside runs/ (the supervisors' status files, logs and kept launches), not in it.
+        aggregate = aggregate_path(directory, run_id)
+        shared_dir(os.path.dirname(aggregate))
         link = _aggregator.HeadLink(aggregator, spec["head_address"], spec["port"], aggregate, write=write_json_atomic)
         stop_path = _aggregator.stop_request_path(aggregate)
         orphan = _aggregator.Orphan(_aggregator.watched_path(aggregate), spec.get("orphan_grace") or 0)

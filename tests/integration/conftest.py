@@ -166,6 +166,12 @@ class Cluster:
             for line in self.node_exec(i, "docker", "ps", "-a", "--filter", "label=aorta.cluster.run", "-q").split()
         ]
 
+    def collection_playbook(self, playbook: str, extra_vars: dict, timeout: float = 900) -> subprocess.CompletedProcess:
+        """One of the collection's playbooks (``aorta.cluster.watch``, ``playbooks/stop.yml``...) on the
+        stand-in's cluster file, with its vars and ``extra_vars``."""
+        inventory = ["-i", str(self.cluster_json), "-e", f"@{self.vars_yml}"]
+        return self._run("ansible-playbook", playbook, *inventory, "-e", json.dumps(extra_vars), timeout=timeout)
+
     def tool(self, tool: str, *args: str, timeout: float = 300) -> subprocess.CompletedProcess:
         """Any of the venv's Ansible commands, run from the checkout as a user would."""
         return self._run(tool, *args, timeout=timeout)

@@ -353,16 +353,7 @@ def test_two_ctrl_c_leave_at_once_and_the_stop_playbook_then_frees_the_nodes(sta
     command = f"ansible-playbook aorta.cluster.stop -i <your cluster file> -e aorta_run_id={run_id}"
     assert f"leaving now; to stop the run later: {command}" in text, text[-3000:]
     started = time.monotonic()
-    stopped = standin_cluster.tool(
-        "ansible-playbook",
-        "playbooks/stop.yml",
-        "-i",
-        str(standin_cluster.cluster_json),
-        "-e",
-        f"@{standin_cluster.vars_yml}",
-        "-e",
-        f"aorta_run_id={run_id}",
-    )
+    stopped = standin_cluster.collection_playbook("playbooks/stop.yml", {"aorta_run_id": run_id})
     left = wait_for_nothing_left(standin_cluster, run_id, stop_bound_s(grace, 0))
     took = time.monotonic() - started
     fault_table.append(
@@ -380,26 +371,8 @@ def test_two_ctrl_c_leave_at_once_and_the_stop_playbook_then_frees_the_nodes(sta
         lease = standin_cluster.node_exec(index, "cat", f"/var/tmp/aorta-cluster/{LEASE_FILE}", check=False)
         assert run_id not in lease, lease
     # The same id again: the run has ended; the stop says so, once, and exits 0 (nothing to stop).
-    again = standin_cluster.tool(
-        "ansible-playbook",
-        "playbooks/stop.yml",
-        "-i",
-        str(standin_cluster.cluster_json),
-        "-e",
-        f"@{standin_cluster.vars_yml}",
-        "-e",
-        f"aorta_run_id={run_id}",
-    )
+    again = standin_cluster.collection_playbook("playbooks/stop.yml", {"aorta_run_id": run_id})
     assert again.returncode == 0 and again.stdout.count(f"run {run_id} already ended on ") == 1, again.stdout[-3000:]
     # An id no run of this cluster had is refused on the head, in one line, and stops nothing.
-    wrong = standin_cluster.tool(
-        "ansible-playbook",
-        "playbooks/stop.yml",
-        "-i",
-        str(standin_cluster.cluster_json),
-        "-e",
-        f"@{standin_cluster.vars_yml}",
-        "-e",
-        "aorta_run_id=no-such-run",
-    )
+    wrong = standin_cluster.collection_playbook("playbooks/stop.yml", {"aorta_run_id": "no-such-run"})
     assert wrong.returncode != 0 and "no run no-such-run on " in wrong.stdout, wrong.stdout[-3000:]

@@ -89,15 +89,9 @@ def test_a_watch_re_attached_20_s_after_the_controller_was_killed_finishes_the_r
         min(standin_cluster.node_status(i, run_id)["progress"].values()) for i in range(len(standin_cluster.nodes))
     )
     assert before < 40, "the run ended before the watch re-attached: nothing left to prove"
-    watched = standin_cluster.tool(
-        "ansible-playbook",
+    watched = standin_cluster.collection_playbook(
         "aorta.cluster.watch",
-        "-i",
-        str(standin_cluster.cluster_json),
-        "-e",
-        f"@{standin_cluster.vars_yml}",
-        "-e",
-        json.dumps({"aorta_run_id": run_id, "aorta_results_dir": str(results), "aorta_training_overrides": training}),
+        {"aorta_run_id": run_id, "aorta_results_dir": str(results), "aorta_training_overrides": training},
     )
     (tmp_path / "watch.log").write_text(watched.stdout + watched.stderr)
     assert watched.returncode == 0, watched.stdout[-3000:] + watched.stderr[-2000:]
@@ -110,37 +104,17 @@ def test_a_watch_re_attached_20_s_after_the_controller_was_killed_finishes_the_r
     assert all(n["collected"] for n in manifest["nodes"]) and not manifest["missing_ranks"], manifest["nodes"]
     assert standin_cluster.containers_of(run_id) == []
     # A wrong id is refused on the head, naming it, and nothing is touched.
-    wrong = standin_cluster.tool(
-        "ansible-playbook",
-        "aorta.cluster.watch",
-        "-i",
-        str(standin_cluster.cluster_json),
-        "-e",
-        f"@{standin_cluster.vars_yml}",
-        "-e",
-        json.dumps({"aorta_run_id": "no-such-run", "aorta_results_dir": str(tmp_path / "wrong")}),
+    wrong = standin_cluster.collection_playbook(
+        "aorta.cluster.watch", {"aorta_run_id": "no-such-run", "aorta_results_dir": str(tmp_path / "wrong")}
     )
     assert wrong.returncode != 0 and "no run no-such-run was launched on" in wrong.stdout, wrong.stdout[-3000:]
     # A stop of the finished run says so, stops nothing, and is added to its run.json.
-    again = standin_cluster.tool(*stop_playbook(standin_cluster, run_id, results))
+    again = standin_cluster.collection_playbook(
+        "aorta.cluster.stop", {"aorta_run_id": run_id, "aorta_results_dir": str(results)}
+    )
     assert again.returncode == 0 and f"run {run_id} already ended on " in again.stdout, again.stdout[-3000:]
     stops = json.loads((results / "run.json").read_text())["stops"]
     assert len(stops) == 1 and stops[0]["finished"] == len(standin_cluster.nodes) and not stops[0]["asked_head"]
-
-
-def stop_playbook(cluster, run_id: str, results) -> list[str]:
-    """The stop playbook's command line for ``run_id``, with the run's results directory."""
-    extra = json.dumps({"aorta_run_id": run_id, "aorta_results_dir": str(results)})
-    return [
-        "ansible-playbook",
-        "aorta.cluster.stop",
-        "-i",
-        str(cluster.cluster_json),
-        "-e",
-        f"@{cluster.vars_yml}",
-        "-e",
-        extra,
-    ]
 
 
 def test_the_stop_playbook_has_the_head_stop_a_run_whose_controller_was_killed(standin_cluster, tmp_path):
@@ -155,7 +129,9 @@ def test_the_stop_playbook_has_the_head_stop_a_run_whose_controller_was_killed(s
     finally:
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
-    stopped = standin_cluster.tool(*stop_playbook(standin_cluster, run_id, results))
+    stopped = standin_cluster.collection_playbook(
+        "aorta.cluster.stop", {"aorta_run_id": run_id, "aorta_results_dir": str(results)}
+    )
     assert stopped.returncode == 0, stopped.stdout[-3000:] + stopped.stderr[-2000:]
     nodes = len(standin_cluster.nodes)
     line = f"stop {run_id}: asked its head to stop every node; {nodes} of {nodes} nodes' supervisors finished"

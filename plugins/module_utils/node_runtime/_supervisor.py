@@ -102,6 +102,21 @@ def run_bounded(argv, seconds, output_path=None, clock=time.monotonic, sleep=tim
     return rc
 
 
+def status_path(directory, run_id):
+    """The supervisor's status file of ``run_id`` in the node's lease ``directory``."""
+    return os.path.join(directory, "runs", f"{run_id}.json")
+
+
+def attach_path(directory, run_id):
+    """What the launch kept there for a watch re-attached to ``run_id`` (run_supervisor's O(attach))."""
+    return os.path.join(directory, "runs", f"{run_id}.attach.json")
+
+
+def aggregate_path(directory, run_id):
+    """The head's aggregate of ``run_id``: beside runs/, where only the head's supervisor writes."""
+    return os.path.join(directory, "aggregates", f"{run_id}.json")
+
+
 def write_json_atomic(path, record):
     """Replace ``path`` with ``record`` so that a reader sees the old or the new file, never half."""
     tmp = f"{path}.{os.getpid()}.tmp"
