@@ -380,13 +380,9 @@ def write_attach(p, extra):
     the launch's environment may hold tokens). A failure to write costs only the re-attach."""
     if not p["attach"]:
         return
-    path = attach_path(p["directory"], p["run_id"])
     record = dict(p["attach"], supervisor_pid=os.getpid(), started=extra.get("started"))
-    tmp = f"{path}.{os.getpid()}.tmp"
     try:
-        with os.fdopen(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "w") as handle:
-            json.dump(record, handle, sort_keys=True, default=str)
-        os.replace(tmp, path)
+        write_json_atomic(attach_path(p["directory"], p["run_id"]), record, 0o600)
     except (OSError, TypeError, ValueError):
         return
 

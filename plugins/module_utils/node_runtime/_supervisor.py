@@ -117,10 +117,12 @@ def aggregate_path(directory, run_id):
     return os.path.join(directory, "aggregates", f"{run_id}.json")
 
 
-def write_json_atomic(path, record):
-    """Replace ``path`` with ``record`` so that a reader sees the old or the new file, never half."""
+def write_json_atomic(path, record, mode=None):
+    """Replace ``path`` with ``record`` so that a reader sees the old or the new file, never half;
+    with ``mode``, the file has it from its first byte."""
     tmp = f"{path}.{os.getpid()}.tmp"
-    with open(tmp, "w") as handle:
+    opener = None if mode is None else (lambda name, flags: os.open(name, flags, mode))
+    with open(tmp, "w", opener=opener) as handle:
         json.dump(record, handle, sort_keys=True)
     os.replace(tmp, path)
 
