@@ -141,6 +141,7 @@ class ActionModule(WaitAction):
             "node_errors": status.get("node_errors"),
             "fabric": status.get("fabric"),
             "link": status.get("link"),
+            "fabric_sweep": status.get("fabric_sweep"),
             "cluster_stop": status.get("cluster_stop"),
             "silent_nodes": status.get("silent_nodes") or {},
             "capture_s": status.get("capture_s"),

@@ -191,6 +191,41 @@ options:
             (the watch's poll touches C(aggregates/<run_id>.watched)), counted from its launch; 0 never.
         type: float
         default: 0
+      sweep:
+        description:
+          - "The fabric sweep between every node's join and the head's go (no rank has started): in each
+            of up to 3 rounds every node sends to one node and receives from another over the fabric
+            at once, on a TCP port it reserved on O(watch.sweep.address) and listens on only during the
+            sweep, accepting only peers that prove the run's secret. The head judges the figures and
+            names a node below O(watch.sweep.threshold) x its rounds' median in every round
+            (C(status.fabric_sweep)); with O(watch.sweep.min_gbps), a node below it stops the run
+            before its ranks start."
+          - Omitted, or O(watch.sweep.seconds) 0, no sweep.
+        type: dict
+        suboptions:
+          address:
+            description: This node's fabric address, where its sweep port is bound.
+            type: str
+            required: true
+          seconds:
+            description: The sweep's length, all rounds together, whatever the node count.
+            type: float
+            default: 10
+          tool:
+            description:
+              - V(tcp) over the fabric address; V(perftest) (C(ib_write_bw)), refused where it is not
+                installed or no RDMA device is; V(auto) perftest where every node can run it, else tcp.
+            type: str
+            default: auto
+            choices: [auto, perftest, tcp]
+          threshold:
+            description: On the head, the fraction of the median below which a node is named slow.
+            type: float
+            default: 0.5
+          min_gbps:
+            description: On the head, a node below this many Gbit/s stops the run before it starts; 0 never.
+            type: float
+            default: 0
   kernel_log:
     description: Scan the node's kernel log (C(journalctl -k), else C(dmesg)) between the run's start and end.
     type: bool
@@ -309,8 +344,12 @@ status:
       C(link) (with O(fabric), the fabric interface's error counters C(rx_errors) and C(tx_errors) at the launch
       (C(start)) and at the end (C(end)), and C(grew), those that grew during the run),
       C(watch) (V(head) or V(worker), with O(watch)) and C(cluster_stop) (when the head stopped the run, or the
-      node stopped itself for a silent head; keys C(node) it was about, C(kind), C(reason), C(by)) and C(silent_nodes)
-      (on the head, the nodes it counted as gone, with why).
+      node stopped itself for a silent head; keys C(node) it was about, C(kind) (V(fabric) for a node below
+      O(watch.sweep.min_gbps)), C(reason), C(by)) and C(silent_nodes)
+      (on the head, the nodes it counted as gone, with why), C(fabric_sweep) (with O(watch.sweep), once the
+      sweep ran; keys C(tool), C(rounds) (this node's own figures per round), C(send_gbps), C(recv_gbps),
+      C(send_ratio), C(recv_ratio), C(ratio), C(median_gbps), C(slow), and on the head C(cluster), the head's
+      judgement of every node's figures).
   returned: success, without O(detach)
   type: dict
 started:
@@ -342,6 +381,8 @@ from ansible_collections.aorta.cluster.plugins.module_utils.node_runtime import 
     _fabric,
     _kernel_log,
     _probe,
+    _sweep_net,
+    _sweep_phase,
 )
 from ansible_collections.aorta.cluster.plugins.module_utils.node_runtime._capture import capture_argvs
 from ansible_collections.aorta.cluster.plugins.module_utils.node_runtime._container import OPTIONS as START_OPTIONS
@@ -439,10 +480,13 @@ def detach(work, log_path):
 
 
 def make_watch(spec, run_id, directory):
-    """The node's side of the head's aggregator (raises OSError when the head cannot listen). The
-    head serves the others after its own end for at most a stopping node's bound."""
+    """The node's side of the head's aggregator (raises OSError when the head cannot listen,
+    SweepToolError when the sweep's tool asked for is not here). The head serves the others after its
+    own end for at most a stopping node's bound."""
     secret = bytes.fromhex(spec["secret"])
+    sweep = sweep_participant(spec.get("sweep"), secret, run_id)
     if spec["nodes"]:
+        judged = spec.get("sweep") or {}
         aggregator = _aggregator.Aggregator(
             run_id,
             secret,
@@ -451,6 +495,7 @@ def make_watch(spec, run_id, directory):
             spec["join_timeout"],
             time.monotonic(),
             stopping_timeout=spec["stopping_timeout"],
+            sweep={k: judged[k] for k in ("seconds", "threshold", "min_gbps")} if sweep else None,
         )
         # Beside runs/ (the supervisors' status files, logs and kept launches), not in it.
         aggregate = aggregate_path(directory, run_id)
@@ -458,9 +503,23 @@ def make_watch(spec, run_id, directory):
         link = _aggregator.HeadLink(aggregator, spec["head_address"], spec["port"], aggregate, write=write_json_atomic)
         stop_path = _aggregator.stop_request_path(aggregate)
         orphan = _aggregator.Orphan(_aggregator.watched_path(aggregate), spec.get("orphan_grace") or 0)
-        return _aggregator.HeadWatch(link, spec["stopping_timeout"], stop_path=stop_path, orphan=orphan)
+        return _aggregator.HeadWatch(link, spec["stopping_timeout"], stop_path=stop_path, orphan=orphan, sweep=sweep)
     link = _aggregator.WorkerLink(secret, run_id, spec["node"], spec["head_address"], spec["port"])
-    return _aggregator.WorkerWatch(link, spec["head"], spec["heartbeat_timeout"], spec["join_timeout"])
+    return _aggregator.WorkerWatch(link, spec["head"], spec["heartbeat_timeout"], spec["join_timeout"], sweep=sweep)
+
+
+def sweep_participant(spec, secret, run_id):
+    """This node's side of the fabric sweep, None when it is off. A port that cannot be reserved on
+    the fabric address leaves the node unmeasured (the others still measure); a tool asked for that
+    is not here refuses the launch (SweepToolError)."""
+    if not spec or not spec.get("seconds"):
+        return None
+    tool, why = _sweep_net.choose_tool(spec["tool"])
+    try:
+        endpoint = _sweep_net.SweepEndpoint(secret, run_id, 0, spec["address"])
+    except OSError as exc:
+        return _sweep_phase.Participant(None, tool, why, error=f"no port on {spec['address']}: {exc}")
+    return _sweep_phase.Participant(endpoint, tool, why, clock=time.monotonic)
 
 
 def _argument_spec():
@@ -506,6 +565,16 @@ def _argument_spec():
                 "join_timeout": {"type": "float", "default": 120},
                 "stopping_timeout": {"type": "float", "default": 330},
                 "orphan_grace": {"type": "float", "default": 0},
+                "sweep": {
+                    "type": "dict",
+                    "options": {
+                        "address": {"type": "str", "required": True},
+                        "seconds": {"type": "float", "default": 10},
+                        "tool": {"type": "str", "default": "auto", "choices": ["auto", "perftest", "tcp"]},
+                        "threshold": {"type": "float", "default": 0.5},
+                        "min_gbps": {"type": "float", "default": 0},
+                    },
+                },
             },
         },
         "kernel_log": {"type": "bool", "default": True},
@@ -712,6 +781,10 @@ def prepare(p, path, launch, cleanup, diagnose, capture_note):
     if p["watch"]:
         try:
             watch = make_watch(p["watch"], p["run_id"], p["directory"])
+        except _sweep_net.SweepToolError as exc:
+            with contextlib.suppress(LeaseError):
+                lease.release(p["run_id"])
+            raise Refused(f"fabric sweep: {exc}") from None
         except (OSError, ValueError) as exc:
             with contextlib.suppress(LeaseError):
                 lease.release(p["run_id"])

@@ -12,10 +12,11 @@ run_supervisor under Ansible's async instead.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple
 
-from ansible_collections.aorta.cluster.plugins.module_utils.node_runtime import _time_bounds
+from ansible_collections.aorta.cluster.plugins.module_utils.node_runtime import _sweep_phase, _time_bounds
 from ansible_collections.aorta.cluster.plugins.plugin_utils import _docker_run, _launch
 from ansible_collections.aorta.cluster.plugins.plugin_utils._launch import LaunchError
 from ansible_collections.aorta.cluster.plugins.plugin_utils._vocabulary import READ_BY
@@ -194,6 +195,20 @@ def _fabric(s: Mapping[str, Any], fabric_if: str, head: Mapping[str, Any], port:
     }
 
 
+def fabric_sweep(s: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The supervisor's fabric sweep (run_supervisor's watch.sweep), None when it is off."""
+    seconds = float(s["aorta_fabric_sweep_seconds"] or 0)
+    if not s["aorta_fabric_sweep"] or seconds <= 0:
+        return None
+    return {
+        "address": s["aorta_vpc_ip"],
+        "seconds": seconds,
+        "tool": str(s["aorta_fabric_sweep_tool"]),
+        "threshold": float(s["aorta_fabric_slow_threshold"]),
+        "min_gbps": float(s["aorta_fabric_min_gbps"] or 0),
+    }
+
+
 def _container_args(s: Mapping[str, Any], r: _NodeRun, docker_run: list[str]) -> dict[str, Any]:
     """run_supervisor's ``start`` arguments (with the container's name), that start the container."""
     output_in = f"{r.mount}/{r.output}"
@@ -244,6 +259,11 @@ def node_launch(
     # A run no controller watches any more (an AWX cancel: SIGKILL) is stopped by its head after
     # this long; 0 keeps it to its deadline (plugin_utils/_interrupt.py stops a Ctrl-C at once).
     supervisor["watch"]["orphan_grace"] = int(s["aorta_orphan_grace_seconds"] or 0)
+    sweep = fabric_sweep(s)
+    if sweep:
+        supervisor["watch"]["sweep"] = sweep
+        # Every node joins, then the sweep runs before the go: the wait for the go is that much longer.
+        supervisor["watch"]["join_timeout"] += math.ceil(_sweep_phase.bound_s(sweep["seconds"]))
     if pyspy.get("source"):
         supervisor.update(pyspy_path=pyspy["node_path"], pyspy_sha256=pyspy["sha256"])
     if fabric_if:

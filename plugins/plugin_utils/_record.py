@@ -21,7 +21,7 @@ from typing import Any
 
 from ansible_collections.aorta.cluster.plugins.plugin_utils._cluster_file import healthy_cluster
 from ansible_collections.aorta.cluster.plugins.plugin_utils._diagnosis import diagnose_run
-from ansible_collections.aorta.cluster.plugins.plugin_utils._health_verdict import health_record
+from ansible_collections.aorta.cluster.plugins.plugin_utils._health_verdict import health_record, unhealthy_text
 from ansible_collections.aorta.cluster.plugins.plugin_utils._run import (
     MESSAGE_MAX,
     clip,
@@ -273,12 +273,40 @@ def setup_failures(rows: Sequence[Mapping[str, Any]], hostvars: Mapping[str, Any
     return [message for message, _own in found], [own for _message, own in found]
 
 
-def health(rows: Sequence[Mapping[str, Any]], hostvars: Mapping[str, Any]) -> dict[str, Any]:
+def health(
+    rows: Sequence[Mapping[str, Any]], hostvars: Mapping[str, Any], sweep: Mapping[str, Any] | None = None
+) -> dict[str, Any]:
     """The nodes' health together (``health_record``): their fingerprints' drift and the nodes whose
-    own preflight failed, from each row's node's preflight result and rescue."""
+    own preflight failed, from each row's node's preflight result and rescue, and the fabric sweep's
+    (``fabric_sweep``: run.json's, whose nodes below aorta_fabric_min_gbps are unhealthy too)."""
     per_node = [_vars(hostvars, row.get("name")) for row in rows]
     messages, own = setup_failures(rows, hostvars)
-    return health_record(rows, [values.get("aorta_prepare", {}) for values in per_node], messages, own)
+    found = health_record(rows, [values.get("aorta_prepare", {}) for values in per_node], messages, own)
+    found["fabric_sweep"] = dict(sweep or fabric_sweep(rows))
+    slow = below_min_gbps(rows, found["fabric_sweep"])
+    if slow:
+        found["unhealthy"] = [*found["unhealthy"], *slow]
+        found["unhealthy_text"] = unhealthy_text(found["unhealthy"])
+    return found
+
+
+def below_min_gbps(rows: Sequence[Mapping[str, Any]], sweep: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The nodes whose best fabric sweep figure in a direction is below aorta_fabric_min_gbps (the
+    head stops such a run before its ranks start): unhealthy, so that the next run leaves them out."""
+    minimum = sweep.get("min_gbps")
+    if not isinstance(minimum, (int, float)) or minimum <= 0:
+        return []
+    found = []
+    for row in rows:
+        own = _dict(row.get("fabric_sweep"))
+        low = [
+            f"fabric sweep: {verb} at {own[key]:g} Gbit/s at best, below aorta_fabric_min_gbps {minimum:g}"
+            for key, verb in (("send_gbps", "sends"), ("recv_gbps", "receives"))
+            if isinstance(own.get(key), (int, float)) and own[key] < minimum
+        ]
+        if low:
+            found.append({"name": str(row.get("name")), "reasons": low})
+    return found
 
 
 def status(
@@ -446,6 +474,51 @@ def link_errors_line(found: Sequence[Mapping[str, Any]]) -> list[str]:
     return [clip(f"fabric link errors grew during the run on {nodes}: {named}{more} (run.json)")]
 
 
+SWEEP_NAMED = 3  # slow nodes named on the console's fabric sweep line before "and N more"
+
+
+def fabric_sweep(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """run.json's ``fabric_sweep``: the head's judgement of the sweep before the ranks started (its
+    supervisor's ``fabric_sweep.cluster``, taken out of the head's row; each row keeps its own
+    figures), or ``{"ran": false, "why"}``."""
+    found = next((_dict(row["fabric_sweep"].get("cluster")) for row in rows if _has_cluster_sweep(row)), None)
+    if found:
+        return dict(found, ran=True)
+    if not any(isinstance(row.get("fabric_sweep"), dict) for row in rows):
+        return {"ran": False, "why": "no node swept: aorta_fabric_sweep off, or no node reached the go"}
+    return {"ran": False, "why": "the head's judgement of the sweep is not in its status"}
+
+
+def _has_cluster_sweep(row: Mapping[str, Any]) -> bool:
+    return isinstance(row.get("fabric_sweep"), dict) and bool(row["fabric_sweep"].get("cluster"))
+
+
+def own_sweep(row: dict[str, Any]) -> dict[str, Any]:
+    """The row as run.json's ``nodes[]`` holds it: the cluster's sweep is run.json's own key."""
+    if not _has_cluster_sweep(row):
+        return row
+    return dict(row, fabric_sweep={k: v for k, v in row["fabric_sweep"].items() if k != "cluster"})
+
+
+def fabric_sweep_line(sweep: Mapping[str, Any]) -> list[str]:
+    """One console line naming the nodes the sweep found slow; none when it found none."""
+    slow = [_dict(item) for item in sweep.get("slow") or () if isinstance(item, Mapping)]
+    if not slow:
+        return []
+    named = ", ".join(
+        f"{item.get('node')} ({item.get('direction')}: {item.get('send_gbps')}/{item.get('recv_gbps')} Gbit/s "
+        f"sent/received, {item.get('ratio')}x)"
+        for item in slow[:SWEEP_NAMED]
+    )
+    more = f" and {len(slow) - SWEEP_NAMED} more" if len(slow) > SWEEP_NAMED else ""
+    return [
+        clip(
+            f"fabric sweep ({sweep.get('tool')}): slow link on {named}{more}, against a median of "
+            f"{sweep.get('median_gbps')} Gbit/s (run.json's fabric_sweep)"
+        )
+    ]
+
+
 def run_json(
     *,
     run_id: str,
@@ -479,6 +552,7 @@ def run_json(
         "nodes": rows,
         "drift": health_found["drift"],
         "link_errors": link_errors(rows),
+        "fabric_sweep": health_found.get("fabric_sweep") or fabric_sweep(rows),
         "unhealthy": health_found["unhealthy"],
         "combined_traces": combined_traces(results_dir, collected),
         "collection_error": collect_failure,
@@ -506,6 +580,7 @@ def console_lines(
     lines += node_table(rows, every_node)
     lines += health_found["drift_lines"]
     lines += link_errors_line(link_errors(rows))
+    lines += fabric_sweep_line(health_found.get("fabric_sweep") or fabric_sweep(rows))
     unhealthy = {str(node.get("name")) for node in health_found["unhealthy"]}
     if unhealthy and rows and all(str(row.get("name")) in unhealthy for row in rows):
         lines.append(
@@ -580,7 +655,10 @@ def record(
     run_id = str(settings["aorta_run_id_resolved"])
     results_dir = str(settings["aorta_results_dir_resolved"])
     rows = node_rows(hostvars, groups)
-    health_found = health(rows, hostvars)
+    # The head's row holds the cluster's sweep: run.json's own key, each row keeps its node's figures.
+    sweep = fabric_sweep(rows)
+    rows = [own_sweep(row) for row in rows]
+    health_found = health(rows, hostvars, sweep)
     run = status(rows, settings.get("aorta_run_failure_message"), settings.get("aorta_run_failure_nodes"), hostvars)
     if settings.get("aorta_stop_request"):
         run = stopped_status(settings["aorta_stop_request"], rows)

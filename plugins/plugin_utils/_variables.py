@@ -106,6 +106,22 @@ def _above_zero(value: Any) -> str | None:
     return None if math.isfinite(number) and number > 0 else "must be a number above 0"
 
 
+def _not_negative(value: Any) -> str | None:
+    if isinstance(value, bool):
+        raise ValueError("is not a number")
+    try:
+        number = float(str(value).strip())
+    except ValueError:
+        raise ValueError("is not a number") from None
+    return None if math.isfinite(number) and number >= 0 else "must be a number, 0 or more"
+
+
+def _fraction(value: Any) -> str | None:
+    if _above_zero(value) is not None:
+        return "must be a fraction above 0 and at most 1"
+    return None if float(str(value).strip()) <= 1 else "must be a fraction above 0 and at most 1"
+
+
 def _names(value: Any) -> str | None:
     if not isinstance(value, (list, tuple)) or not all(isinstance(v, str) for v in value):
         return "must be a list of variable names (shell-style patterns allowed)"
@@ -153,6 +169,11 @@ RULES: dict[str, Callable[[Any], str | None]] = {
     "aorta_image_pull": _one_of("missing", "never"),
     # A fraction of the median: 0.1 means 10% slower; 0 or less would name every rank.
     "aorta_straggler_threshold": _above_zero,
+    "aorta_fabric_sweep_seconds": _not_negative,
+    "aorta_fabric_sweep_tool": _one_of("auto", "perftest", "tcp"),
+    # A fraction of the rounds' median: above 1 would name every node.
+    "aorta_fabric_slow_threshold": _fraction,
+    "aorta_fabric_min_gbps": _not_negative,
     "aorta_site_variables": _names,
     # CVS's expected_results: known names, finite numbers in range (ratios 0..1); lines name the key.
     "aorta_expected_results": lambda value: "; ".join(threshold_problems(value)) or None,

@@ -133,6 +133,8 @@ aorta_min_free_gb: 1
 aorta_poll_seconds: 2
 aorta_timeout_seconds: 300
 aorta_collect_traces: false
+# The fabric sweep in about a second (users get the default 10 s).
+aorta_fabric_sweep_seconds: 1
 """
     )
     state = {"nodes": table, **images}

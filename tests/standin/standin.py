@@ -334,6 +334,8 @@ aorta_docker_ulimits: []
 aorta_min_free_gb: 1
 aorta_poll_seconds: 2
 aorta_timeout_seconds: 300
+# The fabric sweep in about a second (users get the default 10 s).
+aorta_fabric_sweep_seconds: 1
 """
     (OUT / "vars.yml").write_text(vars_yml)
     # To rehearse with the installed collection from any directory (docs/quickstart.md): the same

@@ -39,6 +39,7 @@ import socket
 import threading
 import time
 
+from ansible_collections.aorta.cluster.plugins.module_utils.node_runtime._sweep_phase import Phase
 from ansible_collections.aorta.cluster.plugins.module_utils.node_runtime._time_bounds import (
     FINAL_REPORT_TRIES,
     REPLY_WAIT_S,
@@ -153,7 +154,7 @@ class Aggregator:
     supervisor's), ``finished``, ``outcome``, ``rc``, ``reason``, ``progress`` and ``disk_free``.
     """
 
-    def __init__(self, run_id, secret, nodes, heartbeat_timeout, join_timeout, now, stopping_timeout=None):
+    def __init__(self, run_id, secret, nodes, heartbeat_timeout, join_timeout, now, stopping_timeout=None, sweep=None):
         self.run_id, self.secret = run_id, secret
         self.nodes = list(nodes)
         self.head = self.nodes[0]
@@ -167,6 +168,9 @@ class Aggregator:
         self.silent = {}  # node -> why it counts as gone (its reports stopped or never came)
         self.scanned = None  # when the silence scan last ran
         self.joined = 0  # how many nodes have reported at least once (go when all have)
+        # The fabric sweep between the join and the go (_sweep_phase.Phase), None when it is off:
+        # ``sweep`` holds its seconds, threshold and min_gbps.
+        self.sweep = Phase(self.nodes, **sweep) if sweep else None
 
     def receive(self, data, now):
         """Handle one datagram: the reply datagram to send back, or None (refused, and counted)."""
@@ -187,18 +191,44 @@ class Aggregator:
         entry = self.seen.setdefault(node, {"seq": 0})
         if "at" not in entry:
             self.joined += 1
-        entry.update(at=now, body=dict(body))
+        entry.update(at=now, body={k: v for k, v in body.items() if not k.startswith("sweep_")})
         if seq is not None:
             entry["seq"] = seq
+        if self.sweep is not None:
+            self.sweep.offer(node, body)
         if self.stop is None and body.get("finished") and body.get("outcome") != "ok":
             reason = f"{node} {body.get('outcome') or 'failed'}: {body.get('reason') or 'no reason given'}"
             self._decide(node, "failed", reason, now)
         self.tick(now)
-        return self.answer()
+        return self.answer(node, now)
 
-    def answer(self):
-        """Stop (with the node and why) or carry on; ``go`` once every node has joined."""
-        return {"stop": self.stop is not None, "go": self.joined >= len(self.nodes), **(self.stop or {})}
+    def swept(self, now):
+        """Whether the fabric sweep is over (or off); once judged, a node below aorta_fabric_min_gbps
+        stops the run before any rank starts."""
+        if self.sweep is None:
+            return True
+        if self.sweep.result is not None:
+            return True
+        if not self.sweep.advance(self.joined >= len(self.nodes), now):
+            return False
+        below = self.sweep.below_minimum()
+        if below and self.stop is None:
+            self._decide(below[0], "fabric", below[1], now)
+        return True
+
+    def answer(self, node=None, now=None):
+        """Stop (with the node and why) or carry on; ``go`` once every node has joined and the
+        fabric sweep is over; meanwhile the node's part of the sweep, then its figures judged."""
+        go = self.joined >= len(self.nodes) and (now is None or self.swept(now))
+        answer = {"stop": self.stop is not None, "go": go, **(self.stop or {})}
+        if self.sweep is not None and node is not None and now is not None:
+            plan = self.sweep.instructions(node, now)
+            if plan:
+                answer["sweep"] = plan
+            verdict = self.sweep.node_result(node)
+            if verdict:
+                answer["sweep_result"] = verdict
+        return answer
 
     def tick(self, now):
         """Name every node whose reports stopped (or never came) once its bound has passed, in
@@ -403,6 +433,24 @@ class WorkerLink:
         self.sock.close()
 
 
+def _joining(sweep):
+    """A join report: with this node's sweep endpoint, then its figures, while the sweep is on."""
+    body = {"state": "joining", "finished": False}
+    if sweep is not None:
+        body.update(sweep.fields())
+    return body
+
+
+def _follow(sweep, answer):
+    """The head's answer to a join report, for this node's side of the sweep; on the go, the
+    measurement is over (bounded: its thread ends by its last round's end) and its port closed."""
+    if sweep is None or answer is None:
+        return
+    sweep.follow(answer)
+    if answer.get("go") or answer.get("stop"):
+        sweep.finish()
+
+
 def _stop_of(answer, by):
     if not answer or not answer.get("stop"):
         return None
@@ -416,9 +464,10 @@ class HeadWatch:
 
     role = "head"
 
-    def __init__(self, link, linger_s, clock=time.monotonic, sleep=time.sleep, stop_path=None, orphan=None):
+    def __init__(self, link, linger_s, clock=time.monotonic, sleep=time.sleep, stop_path=None, orphan=None, sweep=None):
         self.link, self.linger_s, self.clock, self.sleep = link, float(linger_s), clock, sleep
         self.linger_end = None
+        self.sweep = sweep  # this node's side of the fabric sweep (_sweep_phase.Participant), None: off
         self.stop_path = stop_path  # the controller's stop request (stop_request_path)
         self.orphan = orphan  # no controller watching for too long (Orphan), None: never asked
 
@@ -439,7 +488,8 @@ class HeadWatch:
         self.link.start()
         while True:
             self._controller_stop(orphan=False)
-            answer = self.link.report({"state": "joining", "finished": False})
+            answer = self.link.report(_joining(self.sweep))
+            _follow(self.sweep, answer)
             stop = _stop_of(answer, "head")
             if stop:
                 return f"the run stopped before its ranks started: {stop['reason']}"
@@ -452,6 +502,15 @@ class HeadWatch:
     def beat(self, body):
         self._controller_stop()
         return _stop_of(self.link.report(body), "head")
+
+    def sweep_record(self):
+        """This node's fabric sweep for its status, with the cluster's (``cluster``) on the head."""
+        record = self.sweep.record() if self.sweep is not None else None
+        sweep = self.link.aggregator.sweep
+        if record is not None and sweep is not None:
+            with self.link.lock:
+                record["cluster"] = sweep.summary()
+        return record
 
     def finish(self, body):
         self.link.report(body)
@@ -478,8 +537,9 @@ class WorkerWatch:
 
     role = "worker"
 
-    def __init__(self, link, head, heartbeat_timeout, join_timeout, clock=time.monotonic, sleep=time.sleep):
+    def __init__(self, link, head, heartbeat_timeout, join_timeout, clock=time.monotonic, sleep=time.sleep, sweep=None):
         self.link, self.head = link, head
+        self.sweep = sweep  # this node's side of the fabric sweep (_sweep_phase.Participant), None: off
         self.heartbeat_timeout, self.join_timeout = float(heartbeat_timeout), float(join_timeout)
         self.clock, self.sleep = clock, sleep
 
@@ -488,7 +548,8 @@ class WorkerWatch:
         the fabric message when the head never answered, the head's stop, or the head gone quiet."""
         end = self.clock() + self.join_timeout
         while True:
-            answer = self.link.report({"state": "joining", "finished": False})
+            answer = self.link.report(_joining(self.sweep))
+            _follow(self.sweep, answer)
             if answer is not None:
                 stop = _stop_of(answer, "head")
                 if stop:
@@ -504,6 +565,10 @@ class WorkerWatch:
             elif self.link.answered and self.link.silent_s() >= self.heartbeat_timeout:
                 return f"no answer from the head {self.head} for {self.link.silent_s():.0f} s while waiting to launch"
             self.sleep(JOIN_POLL_S)
+
+    def sweep_record(self):
+        """This node's fabric sweep for its status."""
+        return self.sweep.record() if self.sweep is not None else None
 
     def beat(self, body):
         stop = _stop_of(self.link.report(body), "head")

@@ -318,6 +318,7 @@ class Supervisor:
             self.status["watch"] = self.watch.role
             self._write("joining")
             refused = self._call_watch("join")
+            self._record_sweep()
             if refused:
                 self._event(refused)
                 if refused.startswith("fabric"):
@@ -358,6 +359,22 @@ class Supervisor:
                     self.status["cluster_stop"] = self.cluster_stop
                     return self._stop(pid)
             self.sleep(self.poll)
+
+    def _record_sweep(self):
+        """The fabric sweep the join ran (the watch's ``sweep_record``): this node's figures, the
+        head's judgement of them, and on the head the cluster's."""
+        read = getattr(self.watch, "sweep_record", None)
+        sweep = self._call_watch("sweep_record") if read is not None else None
+        if not sweep:
+            return
+        self.status["fabric_sweep"] = sweep
+        best = [f"{sweep[k]:g}" if isinstance(sweep.get(k), (int, float)) else "-" for k in ("send_gbps", "recv_gbps")]
+        ratio = sweep.get("ratio")
+        self._event(
+            f"fabric sweep ({sweep.get('tool')}): sent {best[0]}, received {best[1]} Gbit/s at best"
+            + (f" ({ratio:g}x its rounds' median)" if isinstance(ratio, (int, float)) else "")
+            + ("; slow" if sweep.get("slow") else "")
+        )
 
     def _exit_reason(self, rc):
         """Why the workload ended non-zero. A user's stop can reach a peer first: its ranks end, and

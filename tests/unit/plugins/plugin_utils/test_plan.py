@@ -3,12 +3,18 @@
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import pytest
 import yaml
 
-from ansible_collections.aorta.cluster.plugins.module_utils.node_runtime import _aggregator, _kernel_log, _time_bounds
+from ansible_collections.aorta.cluster.plugins.module_utils.node_runtime import (
+    _aggregator,
+    _kernel_log,
+    _sweep_phase,
+    _time_bounds,
+)
 from ansible_collections.aorta.cluster.plugins.module_utils.node_runtime import _supervisor as sv
 from ansible_collections.aorta.cluster.plugins.plugin_utils._launch import LaunchError
 from ansible_collections.aorta.cluster.plugins.plugin_utils._plan import (
@@ -191,3 +197,17 @@ def test_the_mode_follows_the_cluster_not_the_survivors():
     plan = node_launch(s, "gpu-a", ["gpu-a"], HEAD, PREPARED, cluster_nodes=4)
     assert plan["launch_mode"] == "torchrun" and "--nnodes=1" in plan["argv"]
     assert node_launch(s, "gpu-a", ["gpu-a"], HEAD, PREPARED)["launch_mode"] == "script"
+
+
+def test_the_fabric_sweep_is_on_by_default_bound_to_the_nodes_fabric_address_and_lengthens_the_join():
+    plan = node_launch(launch_settings(), "gpu-b", ["gpu-a", "gpu-b"], HEAD, PREPARED)
+    watch = plan["supervisor"]["watch"]
+    assert watch["sweep"] == {"address": "10.1.0.2", "seconds": 10.0, "tool": "auto", "threshold": 0.5, "min_gbps": 0.0}
+    assert watch["join_timeout"] == plan["deadlines"]["join_s"] + math.ceil(_sweep_phase.bound_s(10.0))
+
+
+@pytest.mark.parametrize("off", [{"aorta_fabric_sweep": False}, {"aorta_fabric_sweep_seconds": 0}])
+def test_the_fabric_sweep_off_leaves_the_join_as_it_was(off):
+    plan = node_launch(launch_settings(**off), "gpu-b", ["gpu-a", "gpu-b"], HEAD, PREPARED)
+    assert "sweep" not in plan["supervisor"]["watch"]
+    assert plan["supervisor"]["watch"]["join_timeout"] == plan["deadlines"]["join_s"]

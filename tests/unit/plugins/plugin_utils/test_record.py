@@ -53,6 +53,9 @@ def sample_vars():
         if row["rank"] == 0:
             prepared["facts"]["read"] = {"text": "training:\n  batch_size: 8\n"}
         result = {key: value for key, value in row.items() if key not in FROM_PREFLIGHT}
+        if row["rank"] == 0:  # the head's supervisor holds the cluster's sweep; run.json lifts it out
+            cluster = {key: value for key, value in SAMPLE["fabric_sweep"].items() if key != "ran"}
+            result["fabric_sweep"] = dict(row["fabric_sweep"], cluster=cluster)
         hostvars[row["name"]] = {
             "aorta_node_rank": row["rank"],
             "aorta_mgmt_ip": row["mgmt_ip"],
@@ -604,3 +607,48 @@ def test_link_errors_that_grew_are_a_finding_with_one_console_line_whatever_the_
     (line,) = rr.link_errors_line(rr.link_errors(many))
     assert line.endswith("n2 (tx_errors +3) and 997 more (run.json)") and len(line) < 300
     assert rr.link_errors_line([]) == []
+
+
+def sweep_rows(min_gbps=None):
+    """Three rows as node_end records them: the head's sweep carries the cluster's judgement."""
+    cluster = {
+        "tool": "tcp",
+        "median_gbps": 3.8,
+        "min_gbps": min_gbps,
+        "slow": [{"node": "n2", "rank": 2, "direction": "send", "send_gbps": 0.19, "recv_gbps": 3.7, "ratio": 0.05}],
+    }
+    own = {"tool": "tcp", "rounds": [], "send_gbps": 3.8, "recv_gbps": 3.7, "ratio": 1.0, "slow": False}
+    return [
+        {"name": "n0", "fabric_sweep": dict(own, cluster=cluster)},
+        {"name": "n1", "fabric_sweep": dict(own)},
+        {"name": "n2", "fabric_sweep": dict(own, send_gbps=0.19, ratio=0.05, slow=True)},
+    ]
+
+
+def test_the_heads_sweep_judgement_is_run_jsons_fabric_sweep_and_each_row_keeps_only_its_own():
+    rows = sweep_rows()
+    sweep = rr.fabric_sweep(rows)
+    assert sweep["ran"] is True and sweep["slow"][0]["node"] == "n2" and sweep["median_gbps"] == 3.8
+    assert "cluster" in rows[0]["fabric_sweep"]  # reading does not change the rows
+    assert "cluster" not in rr.own_sweep(rows[0])["fabric_sweep"]
+    assert rr.own_sweep(rows[1]) is rows[1]
+    (line,) = rr.fabric_sweep_line(sweep)
+    assert line == (
+        "fabric sweep (tcp): slow link on n2 (send: 0.19/3.7 Gbit/s sent/received, 0.05x), against a median of "
+        "3.8 Gbit/s (run.json's fabric_sweep)"
+    )
+
+
+def test_no_sweep_says_why_and_prints_nothing():
+    assert rr.fabric_sweep([{"name": "n0", "fabric_sweep": None}])["ran"] is False
+    assert rr.fabric_sweep_line({"ran": False, "why": "off"}) == []
+    head_lost = rr.fabric_sweep([{"name": "n0"}, {"name": "n1", "fabric_sweep": {"tool": "tcp"}}])
+    assert head_lost == {"ran": False, "why": "the head's judgement of the sweep is not in its status"}
+
+
+def test_a_node_below_aorta_fabric_min_gbps_is_unhealthy_and_none_without_a_minimum():
+    assert rr.below_min_gbps(sweep_rows(), rr.fabric_sweep(sweep_rows())) == []
+    rows = sweep_rows(min_gbps=1.0)
+    assert rr.below_min_gbps(rows, rr.fabric_sweep(rows)) == [
+        {"name": "n2", "reasons": ["fabric sweep: sends at 0.19 Gbit/s at best, below aorta_fabric_min_gbps 1"]}
+    ]

@@ -13,6 +13,7 @@ import time
 import pytest
 
 from ansible_collections.aorta.cluster.plugins.module_utils.node_runtime import _aggregator as ag
+from ansible_collections.aorta.cluster.plugins.module_utils.node_runtime import _sweep, _sweep_net, _sweep_phase
 
 SECRET = bytes.fromhex("11" * 32)
 NODES = ["head", "w1", "w2"]
@@ -413,3 +414,84 @@ def test_the_orphan_stop_waits_for_the_ranks_to_start(head, tmp_path):
     assert stop["node"] == "controller" and stop["kind"] == "stopped" and "watched" in stop["reason"]
     assert w1.beat(running())["kind"] == "stopped"
     watch.link.close()
+
+
+# The fabric sweep between the join and the go (the phase itself: test_sweep_phase.py).
+
+
+def sweep_join(node, tool="tcp"):
+    return {"state": "joining", "finished": False, "sweep_endpoint": {"address": node, "port": 5000, "tool": tool}}
+
+
+def sweep_figures(node, rates):
+    """The node's own figures for 3 nodes' 2 rounds, each pair at its slower end's rate."""
+    rank = NODES.index(node)
+    rows = [
+        dict(
+            step,
+            send_gbps=min(rates[rank], rates[step["send_to"]]),
+            recv_gbps=min(rates[rank], rates[step["recv_from"]]),
+        )
+        for step in _sweep.plan(len(NODES), rank)
+    ]
+    return {"state": "joining", "finished": False, "sweep_figures": rows}
+
+
+def test_with_a_sweep_the_go_waits_for_every_nodes_figures_and_each_node_hears_its_verdict():
+    agg = aggregator(sweep={"seconds": 1.0, "threshold": 0.5, "min_gbps": 0})
+    for node in NODES:
+        answer = agg.report(node, sweep_join(node), 0.0)
+    assert answer["go"] is False and answer["sweep"]["rank"] == 2
+    assert answer["sweep"]["plan"][0]["send_address"] == "head"
+    rates = [10.0, 10.0, 1.0]
+    assert agg.report("head", sweep_figures("head", rates), 2.0)["go"] is False
+    agg.report("w1", sweep_figures("w1", rates), 2.1)
+    last = agg.report("w2", sweep_figures("w2", rates), 2.2)
+    assert last["go"] is True and last["stop"] is False and "sweep" not in last
+    assert last["sweep_result"]["slow"] is True and last["sweep_result"]["send_gbps"] == 1.0
+    assert agg.sweep.summary()["slow"][0]["node"] == "w2"
+    # What the aggregate keeps of a report is its state, not the sweep's figures (the aggregate stays small).
+    assert "sweep_figures" not in json.dumps(agg.aggregate(3.0))
+
+
+def test_a_node_below_the_minimum_stops_the_run_before_any_rank_starts_naming_it():
+    agg = aggregator(sweep={"seconds": 1.0, "threshold": 0.5, "min_gbps": 2.0})
+    for node in NODES:
+        agg.report(node, sweep_join(node), 0.0)
+    rates = [10.0, 10.0, 1.0]
+    for node in NODES:
+        answer = agg.report(node, sweep_figures(node, rates), 2.0)
+    assert answer["stop"] is True and answer["node"] == "w2" and answer["kind"] == "fabric"
+    assert answer["reason"].startswith("fabric sweep: w2 sends at 1 Gbit/s at best, below aorta_fabric_min_gbps 2")
+
+
+def test_three_nodes_sweep_over_loopback_between_the_join_and_the_go():
+    """The head's aggregator in its thread, two workers over UDP, and every node's real TCP endpoint:
+    the plan travels in the answers, the figures in the reports, the verdict back, then the go."""
+
+    def participant(rank):
+        endpoint = _sweep_net.SweepEndpoint(SECRET, "run1", rank, "127.0.0.1")
+        return _sweep_phase.Participant(endpoint, "tcp", "asked for", clock=time.monotonic)
+
+    port = free_udp_port()
+    agg = ag.Aggregator(
+        "run1", SECRET, NODES, 30, 120, time.monotonic(), sweep={"seconds": 0.6, "threshold": 0.5, "min_gbps": 0}
+    )
+    link = ag.HeadLink(agg, "127.0.0.1", port)
+    head = ag.HeadWatch(link, linger_s=5, sweep=participant(0))
+    workers = [
+        ag.WorkerWatch(ag.WorkerLink(SECRET, "run1", name, "127.0.0.1", port), "head", 30, 5, sweep=participant(i + 1))
+        for i, name in enumerate(NODES[1:])
+    ]
+    started = time.monotonic()
+    try:
+        assert join_all(head, *workers) == ["", "", ""]
+    finally:
+        link.close()
+    assert time.monotonic() - started < _sweep_phase.bound_s(0.6) + 2
+    record = head.sweep_record()
+    assert record["cluster"]["tool"] == "tcp" and record["cluster"]["slow"] == [], record
+    assert record["cluster"]["not_measured"] == [] and record["cluster"]["median_gbps"] > 0.1
+    for watch in (head, *workers):
+        mine = watch.sweep_record()
+        assert mine["slow"] is False and len(mine["rounds"]) == 2 and mine["send_gbps"] > 0.1, mine

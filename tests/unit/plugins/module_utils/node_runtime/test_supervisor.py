@@ -326,3 +326,29 @@ def test_a_node_the_head_refuses_launches_nothing(tmp_path):
     status = make(tmp_path, ["touch", str(marker)], watch=ScriptedWatch(join=refusal)).run()
     assert status["outcome"] == "failed" and status["reason"] == refusal and status["child_pid"] is None
     assert not marker.exists() and "launched" not in states(status)
+
+
+class SweptWatch(ScriptedWatch):
+    """A join that ran the fabric sweep: its record, as the watch keeps it."""
+
+    def __init__(self, record, join=""):
+        super().__init__(join=join)
+        self.record = record
+
+    def sweep_record(self):
+        return self.record
+
+
+def test_the_sweep_the_join_ran_is_in_the_status_and_its_events_before_the_launch(tmp_path):
+    record = {"tool": "tcp", "rounds": [], "send_gbps": 0.19, "recv_gbps": 3.7, "ratio": 0.05, "slow": True}
+    status = make(tmp_path, ["true"], watch=SweptWatch(record), heartbeat_every=60).run()
+    assert status["fabric_sweep"] == record and status["outcome"] == "ok"
+    what = states(status)
+    line = "fabric sweep (tcp): sent 0.19, received 3.7 Gbit/s at best (0.05x its rounds' median); slow"
+    assert what.index(line) < what.index("launched")
+    # A node the head stopped after the sweep keeps its figures too; a watch without a sweep adds nothing.
+    stopped = make(
+        tmp_path, ["true"], watch=SweptWatch(record, join="the run stopped before its ranks started: x")
+    ).run()
+    assert stopped["fabric_sweep"] == record and stopped["outcome"] == "failed"
+    assert "fabric_sweep" not in make(tmp_path, ["true"], watch=ScriptedWatch(), heartbeat_every=60).run()

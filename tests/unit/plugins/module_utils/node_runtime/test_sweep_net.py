@@ -1,0 +1,151 @@
+# Copyright (c) aorta.cluster contributors
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""The sweep's measurement: real TCP streams between endpoints on loopback, in one process, the
+secret's proof, the bounds, and the tool's choice."""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+
+import pytest
+
+from ansible_collections.aorta.cluster.plugins.module_utils.node_runtime import _sweep
+from ansible_collections.aorta.cluster.plugins.module_utils.node_runtime import _sweep_net as net
+
+SECRET = bytes.fromhex("22" * 32)
+ROUND_S = 0.4
+
+
+def plans(endpoints):
+    """Each endpoint's part of the 3-node schedule, its partners' ports filled in."""
+    n = len(endpoints)
+    return [
+        [
+            dict(step, send_address="127.0.0.1", send_port=endpoints[step["send_to"]].port)
+            for step in _sweep.plan(n, rank)
+        ]
+        for rank in range(n)
+    ]
+
+
+def sweep_all(endpoints, plan_of=plans):
+    start_at = time.monotonic() + 0.2
+    rows = [None] * len(endpoints)
+    every = plan_of(endpoints)
+
+    def run(i):
+        rows[i] = endpoints[i].run(every[i], start_at, ROUND_S)
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(len(endpoints))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(10)
+    return rows, time.monotonic() - start_at
+
+
+def test_three_nodes_measure_every_round_in_both_directions_within_the_bound():
+    endpoints = [net.SweepEndpoint(SECRET, "run1", rank, "127.0.0.1") for rank in range(3)]
+    rows, took = sweep_all(endpoints)
+    bound = 2 * ROUND_S + net.MARGIN_S
+    assert took <= bound + 0.3, took
+    for rank, mine in enumerate(rows):
+        assert [row["round"] for row in mine] == [0, 1]
+        for row in mine:
+            assert "error" not in row, row
+            assert row["send_gbps"] > 0.1 and row["recv_gbps"] > 0.1, row
+        assert [row["send_to"] for row in mine] == [(rank + 1) % 3, (rank + 2) % 3]
+    assert all(e.refused == 0 for e in endpoints)
+
+
+def test_a_peer_with_the_wrong_secret_is_refused_and_its_partner_has_no_figure_from_it():
+    endpoints = [net.SweepEndpoint(SECRET, "run1", 0, "127.0.0.1"), net.SweepEndpoint(SECRET, "run1", 1, "127.0.0.1")]
+    endpoints.append(net.SweepEndpoint(bytes(32), "run1", 2, "127.0.0.1"))  # knows the run, not its secret
+    rows, _took = sweep_all(endpoints)
+    # Node 2 sends to 0 in round 0 and to 1 in round 1: both refuse it; what 0 and 1 send each other counts.
+    assert endpoints[0].refused == 1 and endpoints[1].refused == 1
+    assert rows[0][0]["recv_gbps"] is None and rows[2][0]["send_gbps"] is None and "stream" in rows[2][0]["error"]
+    assert rows[0][0]["send_gbps"] > 0.1 and rows[1][0]["recv_gbps"] > 0.1
+
+
+def test_a_hello_replayed_or_from_another_rank_is_refused_unread():
+    endpoint = net.SweepEndpoint(SECRET, "run1", 0, "127.0.0.1")
+    endpoint._plan = {0: {"round": 0, "recv_from": 2}}
+    good = net.hello(SECRET, "run1", 2, 0).rstrip(b"\n")
+    assert endpoint._check(good) == 0
+    assert endpoint._check(good) is None  # the same nonce again
+    assert endpoint._check(net.hello(SECRET, "run1", 1, 0).rstrip(b"\n")) is None  # not round 0's partner
+    assert endpoint._check(net.hello(SECRET, "run2", 2, 0).rstrip(b"\n")) is None  # another run
+    assert endpoint._check(b"{not json") is None
+    endpoint.close()
+
+
+def test_a_partner_that_never_listens_costs_a_figure_not_the_bound():
+    lonely = net.SweepEndpoint(SECRET, "run1", 0, "127.0.0.1")
+    with socket.socket() as closed:
+        closed.bind(("127.0.0.1", 0))
+        port = closed.getsockname()[1]  # bound and not listening: connections are refused
+        plan = [{"round": 0, "send_to": 1, "send_address": "127.0.0.1", "send_port": port, "recv_from": 1}]
+        started = time.monotonic()
+        (row,) = lonely.run(plan, started, ROUND_S)
+    assert row["send_gbps"] is None and row["recv_gbps"] is None
+    assert "connect to 127.0.0.1" in row["error"] and "nothing received" in row["error"]
+    assert time.monotonic() - started <= ROUND_S + net.MARGIN_S + 0.3
+
+
+def test_nothing_is_accepted_before_the_sweep():
+    endpoint = net.SweepEndpoint(SECRET, "run1", 0, "127.0.0.1")
+    with pytest.raises(OSError):
+        socket.create_connection(("127.0.0.1", endpoint.port), timeout=1)
+    endpoint.close()
+
+
+def test_the_tool_auto_takes_perftest_only_with_ib_write_bw_and_an_rdma_device(tmp_path):
+    device = tmp_path / "infiniband"
+    device.mkdir()
+    have = {"ib_write_bw": "/usr/bin/ib_write_bw"}.get
+    assert net.choose_tool("auto", have, str(device)) == ("tcp", f"no RDMA device under {device}")
+    (device / "mlx5_0").mkdir()
+    assert net.choose_tool("auto", have, str(device))[0] == "perftest"
+    assert net.choose_tool("auto", lambda _name: None, str(device)) == ("tcp", "ib_write_bw not installed")
+    assert net.choose_tool("tcp", have, str(device)) == ("tcp", "asked for")
+    with pytest.raises(net.SweepToolError, match="aorta_fabric_sweep_tool perftest cannot run on this node: ib_write"):
+        net.choose_tool("perftest", lambda _name: None, str(tmp_path / "none"))
+    with pytest.raises(net.SweepToolError, match="is not one of auto, perftest, tcp"):
+        net.choose_tool("rdma", have, str(device))
+
+
+PERFTEST_OUTPUT = """
+---------------------------------------------------------------------------------------
+                    RDMA_Write BW Test
+ Dual-port       : OFF		Device         : mlx5_0
+---------------------------------------------------------------------------------------
+ #bytes     #iterations    BW peak[Gb/sec]    BW average[Gb/sec]   MsgRate[Mpps]
+ 65536      1245600          0.00               97.91 		   0.186752
+---------------------------------------------------------------------------------------
+"""
+
+
+def test_perftest_argv_and_its_average_read_from_its_table():
+    assert net.perftest_server_argv(18515, 2) == ["ib_write_bw", "-p", "18515", "-D", "2", "--report_gbits", "-F"]
+    client = net.perftest_client_argv("10.0.0.2", 18515, 2, device="mlx5_0")
+    assert client == ["ib_write_bw", "-p", "18515", "-D", "2", "--report_gbits", "-F", "-d", "mlx5_0", "10.0.0.2"]
+    assert net.parse_perftest(PERFTEST_OUTPUT) == 97.91
+    assert net.parse_perftest("ib_write_bw: Couldn't connect to 10.0.0.2:18515") is None
+
+
+def test_perftest_rounds_run_both_ends_and_read_each_figure_from_its_own_output(tmp_path, monkeypatch):
+    # No RDMA device on this machine: an ib_write_bw that prints perftest's table (the client one figure,
+    # the server another) proves the rounds' orchestration, not RDMA.
+    fake = tmp_path / "ib_write_bw"
+    table = PERFTEST_OUTPUT.replace("97.91", "$rate")
+    fake.write_text(f'#!/bin/sh\ncase "$*" in *10.0.0.*) rate=41.5 ;; *) rate=39.25 ;; esac\ncat <<EOF\n{table}EOF\n')
+    fake.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}:/usr/bin:/bin")
+    endpoint = net.SweepEndpoint(SECRET, "run1", 0, "127.0.0.1")
+    plan = [{"round": 0, "send_to": 1, "send_address": "10.0.0.2", "send_port": 4000, "recv_from": 1}]
+    (row,) = endpoint.run_perftest(plan, time.monotonic(), 2.0)
+    assert row == {"round": 0, "send_to": 1, "send_gbps": 41.5, "recv_from": 1, "recv_gbps": 39.25}
