@@ -21,19 +21,21 @@ The testcases, ``classname``: ``name``, in this order:
   node that did not end ok fails naming that node ("stopped after node X failed: ...").
 - ``aorta.thresholds``: one per check of ``validation.checks`` named after it; a single
   ``thresholds`` testcase, skipped, when no threshold was set or there is no report.
-- ``aorta.findings``: ``slow nodes``, ``stragglers``, ``drift`` (from run.json), ``slow links``
-  (only when the report has them) and ``baseline``. A finding fails when it is present, naming the
-  node or rank and the figure, and passes when absent; without a report all but ``drift`` are
-  skipped, "no report: <why>".
+- ``aorta.findings``: ``slow nodes``, ``stragglers``, ``slow link`` (run.json's fabric sweep,
+  with the report's collective figures when there is a report), ``drift`` and ``link errors`` (from
+  run.json) and ``baseline``. A finding fails when it is present, naming the node or rank and the
+  figure, and passes when absent; ``slow link`` is skipped, saying why, when the sweep did not run
+  or could not localise a node; without a report ``slow nodes``, ``stragglers`` and ``baseline``
+  are skipped, "no report: <why>".
 
 Every ``message`` is one line of at most MESSAGE_CHARS characters; the element's text holds the
 detail. Of run.json only these are read: run_id, status, message, first_failure, failed_nodes,
-started_epoch, finished_epoch, excluded, unhealthy, drift, combined_traces (nodes_not_collected,
-missing_ranks), collection_error, diagnosis (summary, behind, node_trouble), verdict, and of each
-node row name, rank, state, exit_code, failure, progress and reasons (whether preflight left a
-fingerprint, health or fabric interface is asked, never copied); of the report, validation.checks,
-slow_nodes, stragglers, straggler_test's verdicts, slow_links and baseline.
-"""
+started_epoch, finished_epoch, excluded, unhealthy, drift, link_errors, fabric_sweep (ran, why,
+localisable, reason, slow), combined_traces (nodes_not_collected, missing_ranks), collection_error,
+diagnosis (summary, behind, node_trouble), verdict, and of each node row name, rank, state,
+exit_code, failure, progress and reasons (whether preflight left a fingerprint, health or fabric
+interface is asked, never copied); of the report, validation.checks, slow_nodes, stragglers,
+straggler_test's verdicts, slow_links and baseline."""
 
 from __future__ import annotations
 
@@ -43,6 +45,7 @@ import xml.etree.ElementTree as ET
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from ansible_collections.aorta.cluster.plugins.module_utils.trace_analysis._stragglers import slow_link_evidence
 from ansible_collections.aorta.cluster.plugins.plugin_utils._diagnosis import where_it_was
 
 STAGES = ("health", "launch", "run", "collect")
@@ -360,7 +363,7 @@ def _finding_case(name: str, texts: list[str], untested: str = "") -> dict:
 
 
 def _slow_cases(report: Mapping[str, Any]) -> list[dict]:
-    """``slow nodes``, ``stragglers`` and, when the report has them, ``slow links``."""
+    """``slow nodes`` and ``stragglers``."""
     nodes = [
         f"node {n.get('node')}: compute {_percent(n.get('excess_ratio'))} over the median node "
         f"(ranks {','.join(str(r) for r in _list(n.get('ranks')))}; slowest in {n.get('slowest_steps')} "
@@ -372,14 +375,30 @@ def _slow_cases(report: Mapping[str, Any]) -> list[dict]:
         f"median rank (slowest in {s.get('slowest_steps')} of {s.get('steps')} steps)"
         for s in (_dict(s) for s in _list(report.get("stragglers")))
     ]
-    cases = [
+    return [
         _finding_case("slow nodes", nodes, _untested(report, True)),
         _finding_case("stragglers", ranks, _untested(report, False)),
     ]
-    if "slow_links" in report:
-        links = [f"node {_dict(k).get('node')}: {_dict(k).get('reason')}" for k in _list(report.get("slow_links"))]
-        cases.append(_finding_case("slow links", links))
-    return cases
+
+
+def _slow_link_case(run: Mapping[str, Any], report: Mapping[str, Any] | None) -> dict:
+    """``slow link``: the nodes run.json's fabric sweep named slow, each with its one-line evidence
+    (the report's ``slow_links``, which add the collectives' figures, else run.json's own); passes
+    when the sweep ran and named nobody; skipped, saying why, when it did not run or could not
+    localise a node, and for a run.json of an earlier version (no ``fabric_sweep``)."""
+    where, name = "aorta.findings", "slow link"
+    sweep = run.get("fabric_sweep")
+    if not isinstance(sweep, Mapping):
+        return _case(where, name, "skipped", "no fabric sweep in run.json (a run of an earlier version)")
+    if not sweep.get("ran"):
+        return _case(where, name, "skipped", f"fabric sweep not run: {sweep.get('why') or 'no reason recorded'}")
+    links = _list((report or {}).get("slow_links")) or _list(sweep.get("slow"))
+    texts = [slow_link_evidence(dict(_dict(link))) for link in links]
+    if texts:
+        return _case(where, name, "failure", _listed("slow links", texts), "\n".join(texts), "finding")
+    if sweep.get("localisable") is False:
+        return _case(where, name, "skipped", f"fabric sweep cannot name a node: {sweep.get('reason')}")
+    return _case(where, name)
 
 
 def _drift_case(run: Mapping[str, Any]) -> dict:
@@ -429,15 +448,12 @@ def _baseline_case(report: Mapping[str, Any]) -> dict:
 
 
 def _finding_cases(run: Mapping[str, Any], report: Mapping[str, Any] | None, no_report: str) -> list[dict]:
+    # From run.json, with or without a report: the fabric sweep, drift and the link counters.
+    judged = [_slow_link_case(run, report), _drift_case(run), _link_errors_case(run)]
     if report is None:
         skipped = [_case("aorta.findings", name, "skipped", no_report) for name in ("slow nodes", "stragglers")]
-        return [
-            *skipped,
-            _drift_case(run),
-            _link_errors_case(run),
-            _case("aorta.findings", "baseline", "skipped", no_report),
-        ]
-    return [*_slow_cases(report), _drift_case(run), _link_errors_case(run), _baseline_case(report)]
+        return [*skipped, *judged, _case("aorta.findings", "baseline", "skipped", no_report)]
+    return [*_slow_cases(report), *judged, _baseline_case(report)]
 
 
 def _seconds(value: Any) -> float | None:

@@ -24,7 +24,11 @@ except ImportError:  # pragma: no cover - ansible-core requires Jinja2; module_u
 
 from ansible_collections.aorta.cluster.plugins.module_utils.trace_analysis._analysis import TIMELINE_ROWS
 from ansible_collections.aorta.cluster.plugins.module_utils.trace_analysis._report_template import PAGE, VIEWS
-from ansible_collections.aorta.cluster.plugins.module_utils.trace_analysis._stragglers import STRAGGLER_ALPHA
+from ansible_collections.aorta.cluster.plugins.module_utils.trace_analysis._stragglers import (
+    STRAGGLER_ALPHA,
+    slow_link_evidence,
+    times,
+)
 from ansible_collections.aorta.cluster.plugins.module_utils.trace_analysis._views import rank_bars, views
 
 # per_rank.csv's columns, each (its name, the per-rank row's key it holds). One word, one meaning:
@@ -285,6 +289,55 @@ def _finding(report: dict) -> dict:
     return _row("finding", "slow nodes and ranks", words, "ok")
 
 
+SLOW_LINKS_SHOWN = 8  # slow-link rows before one "and N more": the JSON's slow_links names them all
+
+
+def _sweep_text(sweep: dict) -> tuple:
+    """(the ``fabric-sweep`` row's words, its class) for a sweep that named nobody: it found no
+    slow link, it could not localise one, or it did not run (why)."""
+    if not sweep.get("ran"):
+        return f"not run: {sweep.get('why') or 'no reason recorded'}", ""
+    median = sweep.get("median_gbps")
+    against = f"a median of {median:.3g} Gbit/s" if isinstance(median, (int, float)) else "a median not recorded"
+    rounds = sweep.get("rounds")
+    how = f"{sweep.get('tool') or 'tool not recorded'}, {rounds} round{'' if rounds == 1 else 's'}"
+    how += f", {sweep['seconds']:g} s" if isinstance(sweep.get("seconds"), (int, float)) else ""
+    if sweep.get("localisable") is False:
+        return f"ran ({how}) against {against} but cannot name a slow node: {sweep.get('reason')}", ""
+    threshold = sweep.get("threshold")
+    below = f"below {threshold:g}x " if isinstance(threshold, (int, float)) else "below "
+    text = f"no slow link: no node {below}{against} in every round ({how})"
+    doubts = []
+    if sweep.get("unresolved_count"):
+        doubts.append(f"{sweep['unresolved_count']} node(s) low in every round but not localised")
+    if sweep.get("not_measured_count"):
+        doubts.append(f"{sweep['not_measured_count']} node(s) not measured")
+    if doubts:
+        return f"{text}; {', '.join(doubts)} (run.json's fabric_sweep)", ""
+    return text, "ok"
+
+
+def _fabric_rows(report: dict) -> list:
+    """A ``slow-link-<n>`` row per slow link with its evidence (SLOW_LINKS_SHOWN at most, then how
+    many more), else one ``fabric-sweep`` row: nothing found, or why the sweep did not run; none for
+    a run without a sweep record (an earlier version's, or a bare folder of traces)."""
+    links = report.get("slow_links") or []
+    if links:
+        rows = [
+            _row(f"slow-link-{i}", "slow link", slow_link_evidence(link), "bad")
+            for i, link in enumerate(links[:SLOW_LINKS_SHOWN], 1)
+        ]
+        if len(links) > SLOW_LINKS_SHOWN:
+            more = f"and {len(links) - SLOW_LINKS_SHOWN} more (the report JSON's slow_links)"
+            rows.append(_row("slow-link-more", "slow links", more, "bad"))
+        return rows
+    sweep = report.get("fabric_sweep")
+    if not isinstance(sweep, dict):
+        return []
+    text, css = _sweep_text(sweep)
+    return [_row("fabric-sweep", "fabric sweep", text, css)]
+
+
 def _some(nodes: list, most: int = 8) -> str:
     """``n nodes (a, b, ...)``, naming at most ``most`` of them (the JSON names them all)."""
     named = ", ".join(nodes[:most]) + (f" and {len(nodes) - most} more" if len(nodes) > most else "")
@@ -342,6 +395,7 @@ def opening_rows(report: dict) -> list:
     rows.append(_row("throughput", "throughput", _throughput(run, report["performance"])))
     rows.append(_row("step-time", "step time", _step_time(report)))
     rows.append(_finding(report))
+    rows += _fabric_rows(report)
     checks = report["validation"]["checks"]
     if checks:
         failed = [c for c in checks if not c["passed"]]
@@ -532,8 +586,21 @@ def _straggler_tables(report: dict) -> dict:
     }
 
 
+def _fabric_median(report: dict) -> float | None:
+    """The fabric sweep's median rate (Gbit/s) when it ran and measured one, else None."""
+    sweep = report.get("fabric_sweep")
+    median = sweep.get("median_gbps") if isinstance(sweep, dict) and sweep.get("ran") else None
+    return median if isinstance(median, (int, float)) and median > 0 else None
+
+
+def _of_fabric(busbw_gbps, fabric) -> str:
+    """A collective's busbw (GB/s, x8 to Gbit/s) against the sweep's median, blank without either."""
+    return times(busbw_gbps * 8.0 / fabric) if busbw_gbps is not None and fabric else ""
+
+
 def _analysis(report: dict) -> dict:
     """Top kernels, kernel time by category and the collectives with nccl-tests' bandwidths."""
+    fabric = _fabric_median(report)
     kernels = [
         [
             k["name"][:160],
@@ -554,6 +621,7 @@ def _analysis(report: dict) -> dict:
             _fmt(c["mean_ms"]),
             _fmt(c["algbw_gbps"]),
             _fmt(c["busbw_gbps"]),
+            _of_fabric(c["busbw_gbps"], fabric),
         ]
         for c in (report.get("collective_table") or [])[:50]
     ]
@@ -561,8 +629,12 @@ def _analysis(report: dict) -> dict:
         "top_kernels": _table(("kernel", "count", "total (ms)", "mean (us)", "share of GPU time"), kernels, left=True),
         "categories": report.get("kernel_time_by_category_ms") or {},
         "collectives": _table(
-            ("op", "size", "ranks", "calls", "time (ms)", "mean (ms)", "algbw (GB/s)", "busbw (GB/s)"), collectives
+            ("op", "size", "ranks", "calls", "time (ms)", "mean (ms)", "algbw (GB/s)", "busbw (GB/s)", "of fabric"),
+            collectives,
         ),
+        "fabric_note": f"of fabric = busbw × 8 (Gbit/s) / the fabric sweep's median, {fabric:.3g} Gbit/s"
+        if fabric
+        else "",
     }
 
 
@@ -652,6 +724,24 @@ def _next_for_nodes(report: dict, here: str, out_dir: str | None) -> list:
     return items
 
 
+def _next_for_links(report: dict) -> list:
+    """What to do about a slow link the fabric sweep named: where to look, and how to keep such a
+    node out of a run before its ranks start."""
+    links = report.get("slow_links") or []
+    if not links:
+        return []
+    names = ", ".join(str(link.get("node")) for link in links[:5]) + (" …" if len(links) > 5 else "")
+    return [
+        _next(
+            f"Slow fabric link on {names} (the sweep before the ranks started): check that node's fabric interface"
+            " (its speed and MTU in run.json's nodes[].fingerprint and drift, its error counters in nodes[].link),"
+            " cable and switch port. To stop a run before its ranks start on a node below a rate (it then goes into"
+            " unhealthy.txt, and healthy.cluster.json leaves it out):",
+            f"{MULTINODE} -i <your inventory> -e aorta_fabric_min_gbps=<Gbit/s> …",
+        )
+    ]
+
+
 def _next_for_figures(report: dict, run: dict) -> list:
     """What to do about a regression against the baseline, thresholds not met with no one to blame,
     or too few profiled steps to name anyone."""
@@ -714,6 +804,7 @@ def what_next(report: dict, out_dir: str | None = None) -> list:
         why = "'Why it stopped' below and " if report.get("diagnosis") else ""
         items.append(_next(f"The run ended {status}: read {why}each node's log (logs/<node>.log)."))
     items += _next_for_nodes(report, here, out_dir)
+    items += _next_for_links(report)
     items += _next_for_figures(report, run)
     if not items:
         verdict = (report.get("verdict") or {}).get("verdict")

@@ -241,6 +241,9 @@ def build_report(
         "straggler_test": straggler_test,
         "_timeline": timeline,
         "slow_nodes": slow_nodes,
+        # From run.json's fabric sweep (run_task): none without a run record.
+        "fabric_sweep": None,
+        "slow_links": [],
         "missing_ranks": missing,
         "duplicate_rank_files": duplicates,
         **_rank_tables([source[id(r)] for r in ranks]),
@@ -452,6 +455,131 @@ def run_summary(record: dict | None, path: str, report: dict) -> dict:
     }
 
 
+def fabric_sweep_summary(record: dict | None) -> dict | None:
+    """The report's ``fabric_sweep``: run.json's fabric sweep before the ranks started, summed up
+    (each node's figures stay in run.json): whether it ran (else why not), its tool, length,
+    threshold, minimum, median, whether it could localise (else why not) and how many nodes it
+    named, could not localise and did not measure; None without a run record or for one of an
+    earlier version (no ``fabric_sweep``)."""
+    sweep = (record or {}).get("fabric_sweep")
+    if not isinstance(sweep, dict):
+        return None
+    if not sweep.get("ran"):
+        return {"ran": False, "why": str(sweep.get("why") or "not recorded")}
+    return {
+        "ran": True,
+        **{key: sweep.get(key) for key in ("tool", "seconds", "threshold", "min_gbps", "median_gbps")},
+        "localisable": sweep.get("localisable"),
+        "reason": sweep.get("reason"),
+        "rounds": len(_listed(sweep, "rounds")),
+        "slow_count": len(_listed(sweep, "slow")),
+        "unresolved_count": _count(sweep, "unresolved"),
+        "not_measured_count": _count(sweep, "not_measured"),
+    }
+
+
+def _listed(sweep: dict, key: str) -> list:
+    value = sweep.get(key)
+    return value if isinstance(value, list) else []
+
+
+def _count(sweep: dict, key: str) -> int:
+    """``<key>_count`` as run.json has it, else the length of its list ``key``."""
+    value = sweep.get(f"{key}_count")
+    return value if isinstance(value, int) and not isinstance(value, bool) else len(_listed(sweep, key))
+
+
+def _number(value) -> float | None:
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+def worst_busbw(table: list) -> tuple:
+    """(op, bus bandwidth in GB/s) of the collective op whose calls moved the fewest bus bytes per
+    second: per op, over its sizes and groups, the sum of size x calls x nccl-tests' factor over
+    its kernel time (each row's busbw_gbps weighted by its time, so that a few tiny calls, bound by
+    latency, do not speak for the op); (None, None) without a collective of known size and factor."""
+    moved: dict = {}
+    spent: dict = {}
+    for row in table:
+        factor = bus_factor(row["op"], row.get("group_size"))
+        if factor is None or not row.get("time_ms"):
+            continue
+        moved[row["op"]] = moved.get(row["op"], 0.0) + row["size_bytes"] * row["count"] * factor
+        spent[row["op"]] = spent.get(row["op"], 0.0) + row["time_ms"] / 1000.0
+    rates = {op: moved[op] / spent[op] / 1e9 for op in moved}
+    if not rates:
+        return None, None
+    op = min(rates, key=lambda name: (rates[name], name))
+    return op, rates[op]
+
+
+def node_collective_times(ranks: list, per_node: int | None = None) -> dict:
+    """{node: the median over its ranks of the time each spends in collectives (comm_time_ms)}, a
+    rank's node its row's, or with ``per_node`` its node rank: ranks are laid out node by node
+    (rank // ranks per node)."""
+    spent_by_node: dict = {}
+    for row in ranks:
+        spent = _number(row.get("comm_time_ms"))
+        if spent is None or not isinstance(row.get("rank"), int):
+            continue
+        node = row["rank"] // per_node if per_node else str(row.get("node"))
+        spent_by_node.setdefault(node, []).append(spent)
+    return {node: statistics.median(values) for node, values in spent_by_node.items()}
+
+
+def collective_ratio(nodes: dict, node) -> float | None:
+    """``node``'s time in collectives against the median node's (``nodes``: node_collective_times);
+    None when the traces hold no communication, the node has no rank here, or there are fewer than
+    two nodes."""
+    if node not in nodes or len(nodes) < 2:
+        return None
+    middle = statistics.median(nodes.values())
+    return round(nodes[node] / middle, 3) if middle > 0 else None
+
+
+def slow_links(sweep, report: dict) -> list:
+    """The report's ``slow_links``: one entry per node run.json's fabric sweep named slow, with its
+    sweep figures, the time its ranks spend in collectives against the median node's
+    (``collective_ratio``) and the worst collective op's bus bandwidth, in Gbit/s, against the
+    sweep's median (``busbw_ratio``, ``busbw_op``); [] when the sweep did not run or named nobody."""
+    if not isinstance(sweep, dict) or not sweep.get("ran"):
+        return []
+    median = _number(sweep.get("median_gbps"))
+    op, busbw = worst_busbw(report.get("collective_table") or [])
+    busbw_ratio = round(busbw * 8.0 / median, 3) if busbw is not None and median else None
+    per_node = (report.get("run") or {}).get("gpus_per_node") or (report.get("cluster") or {}).get("gpus_per_node")
+    ranks = report.get("per_rank_summary") or []
+    # A node is found by its name among the ranks' nodes, else by its node rank.
+    by_name = node_collective_times(ranks)
+    by_rank = node_collective_times(ranks, per_node) if isinstance(per_node, int) and per_node > 0 else {}
+    links = []
+    for item in (i for i in _listed(sweep, "slow") if isinstance(i, dict)):
+        name, rank = str(item.get("node")), item.get("rank")
+        ratio = collective_ratio(by_name, name) if name in by_name else collective_ratio(by_rank, rank)
+        links.append(
+            {
+                "node": item.get("node"),
+                "node_rank": rank,
+                "direction": item.get("direction"),
+                "send_gbps": item.get("send_gbps"),
+                "recv_gbps": item.get("recv_gbps"),
+                "median_gbps": item.get("median_gbps", median),
+                "ratio": item.get("ratio"),
+                "collective_ratio": ratio,
+                "busbw_ratio": busbw_ratio,
+                "busbw_op": op if busbw_ratio is not None else None,
+            }
+        )
+    return links
+
+
+def fabric_findings(record: dict | None, report: dict) -> dict:
+    """The report's ``fabric_sweep`` and ``slow_links`` from run.json (``record``) and the traces'
+    figures in ``report`` (its ranks, collectives and run)."""
+    sweep = (record or {}).get("fabric_sweep")
+    return {"fabric_sweep": fabric_sweep_summary(record), "slow_links": slow_links(sweep, report)}
+
+
 def run_task(p: dict, check_mode: bool = False) -> tuple:
     """The trace_parse task: (result, failure message or '')."""
     expected = {k: v for k, v in (p["expected_results"] or {}).items() if v is not None}
@@ -475,6 +603,7 @@ def run_task(p: dict, check_mode: bool = False) -> tuple:
     if report["no_trace"] and not p.get("diagnosis") and not record:
         return {"changed": False, "status": "failed", "skipped_files": report["skipped_files"]}, report["no_trace"]
     report["run"] = run_summary(record, record_path, report)
+    report.update(fabric_findings(record, report))
     report["verdict"] = verdict(
         record.get("status") if record else None,
         record.get("message") if record else None,

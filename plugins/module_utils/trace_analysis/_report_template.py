@@ -156,7 +156,8 @@ ms)</h2><table><tr>{% for c in categories %}<th>{{ c }}</th>{% endfor %}</tr>
 {%- if collectives.rows %}<h2 id='collectives'>Collectives</h2><p>Kernel time of each collective call, by operation,
 size and group; algbw = size / mean time, busbw = algbw × nccl-tests' factor (all_reduce 2(n-1)/n, all_gather,
 reduce_scatter and all_to_all (n-1)/n, broadcast, reduce and send/recv
-1).</p><table>{{ rows(collectives) }}</table>{% endif %}
+1); {% if fabric_note %}{{ fabric_note }} (node to node, measured before the ranks started){% else %}of fabric is
+blank: no fabric sweep measured the links{% endif %}.</p><table>{{ rows(collectives) }}</table>{% endif %}
 <h2 id='per-rank'>Per rank</h2><p>per_rank.csv's columns: step_time_ms is the rank's mean step (one
 ProfilerStep#N); compute_per_step_ms and comm_wait_per_step_ms its computation and exposed communication per step;
 total_time_us its whole profiled window (its CVS iteration), in µs.</p>

@@ -1,7 +1,8 @@
 # Copyright (c) aorta.cluster contributors
 # GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""Which ranks hold the others back: a per-step and per-collective test with a stated significance.
+"""Which ranks hold the others back: a per-step and per-collective test with a stated significance;
+and a slow fabric link's evidence in one line (the report's opening rows and junit.xml say it alike).
 
 Private to this collection; standard library only.
 """
@@ -281,3 +282,40 @@ def _most_certain(slow_steps, last, n_steps, n_coll, n_ranks, excess, peers, thr
         return None
     _p, _e, rank, p_steps, p_last = min(found)
     return rank, p_steps, p_last
+
+
+def times(ratio) -> str:
+    """A ratio as the report says it: '0.05x', '1.4x', '12x'; '' when not known."""
+    if isinstance(ratio, bool) or not isinstance(ratio, (int, float)):
+        return ""
+    return f"{ratio:.0f}x" if abs(ratio) >= 10 else f"{ratio:.2g}x"
+
+
+def _gbps(value) -> str:
+    return f"{value:.3g} Gbit/s"
+
+
+def slow_link_evidence(link: dict) -> str:
+    """One slow link in one line, as the report's opening row and junit.xml's ``slow link`` say it,
+    from an entry of the report's ``slow_links`` (or of run.json's ``fabric_sweep.slow``, which has
+    no collective figures); a part whose figure is not known is left out:
+    '10.0.0.3: fabric 0.19 Gbit/s sent against a median of 3.8 Gbit/s (0.05x); collectives 1.4x the
+    median node; allreduce busbw 0.3x the fabric'."""
+    number = (int, float)
+    direction = link.get("direction")
+    rates = [
+        _gbps(link[key]) + f" {said}"
+        for key, said, own in (("send_gbps", "sent", ("send", "both")), ("recv_gbps", "received", ("recv", "both")))
+        if direction in own and isinstance(link.get(key), number)
+    ]
+    fabric = "fabric " + (", ".join(rates) if rates else f"slow ({direction or 'direction not recorded'})")
+    if isinstance(link.get("median_gbps"), number):
+        fabric += f" against a median of {_gbps(link['median_gbps'])}"
+    if times(link.get("ratio")):
+        fabric += f" ({times(link.get('ratio'))})"
+    parts = [f"{link.get('node')}: {fabric}"]
+    if times(link.get("collective_ratio")):
+        parts.append(f"collectives {times(link['collective_ratio'])} the median node")
+    if times(link.get("busbw_ratio")):
+        parts.append(f"{link.get('busbw_op') or 'collective'} busbw {times(link['busbw_ratio'])} the fabric")
+    return "; ".join(parts)

@@ -55,6 +55,43 @@ def report(**extra) -> dict:
     return base | extra
 
 
+def sweep(*slow: dict, **extra) -> dict:
+    """run.json's ``fabric_sweep`` as the head's judgement writes it: 3 nodes, 3 rounds of TCP,
+    naming ``slow``."""
+    found = {
+        "ran": True,
+        "tool": "tcp",
+        "seconds": 10.0,
+        "threshold": 0.5,
+        "min_gbps": None,
+        "median_gbps": 3.812,
+        "localisable": True,
+        "reason": None,
+        "rounds": [
+            {"round": r, "shift": s, "pairs": 3, "figures": 6, "median_gbps": 3.8} for r, s in enumerate((1, 2))
+        ],
+        "slow": list(slow),
+        "unresolved": [],
+        "unresolved_count": 0,
+        "not_measured": [],
+        "not_measured_count": 0,
+    }
+    return found | extra
+
+
+# The throttled worker as the sweep names it: sends at 0.19 Gbit/s, receives at full rate.
+SLOW_WORKER = {
+    "node": WORKER,
+    "rank": 1,
+    "direction": "send",
+    "send_gbps": 0.19,
+    "recv_gbps": 3.7,
+    "median_gbps": 3.812,
+    "ratio": 0.05,
+    "rounds": 2,
+}
+
+
 def cases_of(text: str) -> dict[str, tuple]:
     """``{"classname: name": (outcome, message, detail, type)}`` of a document that the schema
     accepts and junitparser reads, its counts agreeing with its testcases."""
@@ -96,6 +133,7 @@ def node(name: str, rank: int, stage: str) -> str:
 def test_a_healthy_run_with_a_healthy_report_has_no_failure():
     run = sample()
     run["verdict"] = {"verdict": "PASS", "reasons": []}
+    run["fabric_sweep"] = sweep()
     text = junit.junit_xml(run, report())
     found = cases_of(text)
     assert failures(found) == {}
@@ -107,10 +145,12 @@ def test_a_healthy_run_with_a_healthy_report_has_no_failure():
         "aorta.thresholds: min_compute_ratio",
         "aorta.findings: slow nodes",
         "aorta.findings: stragglers",
+        "aorta.findings: slow link",
         "aorta.findings: drift",
         "aorta.findings: link errors",
         "aorta.findings: baseline",
     ]
+    assert found["aorta.findings: slow link"][0] == ""
     assert found["aorta.findings: baseline"][:2] == ("skipped", "no baseline given (aorta_baseline)")
     suite = next(iter(JUnitXml.fromstring(text)))
     assert suite.name == f"aorta.cluster run {SAMPLE['run_id']}"
@@ -255,6 +295,7 @@ def test_a_failed_threshold_is_one_failing_testcase_with_its_reason():
 
 def test_without_a_report_the_report_testcases_are_skipped_and_drift_still_judged():
     run = sample()
+    run.pop("fabric_sweep", None)  # a run.json of an earlier version
     run["drift"] = [
         {
             "field": "kernel",
@@ -268,12 +309,64 @@ def test_without_a_report_the_report_testcases_are_skipped_and_drift_still_judge
     found = cases_of(junit.junit_xml(run, None))
     for key in ("aorta.thresholds: thresholds", "aorta.findings: slow nodes", "aorta.findings: stragglers"):
         assert found[key][:2] == ("skipped", "no report: the report was not made")
-    assert "aorta.findings: slow links" not in found
+    assert found["aorta.findings: slow link"][:2] == (
+        "skipped",
+        "no fabric sweep in run.json (a run of an earlier version)",
+    )
     assert failures(found) == {
         "aorta.findings: drift": f"kernel: 2 of 2 nodes differ, no majority: {HEAD} (6.8), {WORKER} (6.9)"
     }
     run["combined_traces"] = None
     assert cases_of(junit.junit_xml(run, None))["aorta.findings: baseline"][1] == "no report: no traces were collected"
+
+
+def test_a_slow_link_fails_naming_the_node_with_its_evidence_passes_when_none_and_is_skipped_saying_why():
+    run = sample()
+    run["fabric_sweep"] = sweep(SLOW_WORKER)
+    # Without a report: run.json's own figures.
+    found = cases_of(junit.junit_xml(run, None))
+    own = f"{WORKER}: fabric 0.19 Gbit/s sent against a median of 3.81 Gbit/s (0.05x)"
+    assert failures(found)["aorta.findings: slow link"] == own
+    assert found["aorta.findings: slow link"][2:] == (own, "finding")
+    # With the report: its slow_links add the collectives' figures.
+    link = {
+        "node": WORKER,
+        "node_rank": 1,
+        "direction": "send",
+        "send_gbps": 0.19,
+        "recv_gbps": 3.7,
+        "median_gbps": 3.812,
+        "ratio": 0.05,
+        "collective_ratio": 1.4,
+        "busbw_ratio": 0.3,
+        "busbw_op": "allreduce",
+    }
+    found = failures(cases_of(junit.junit_xml(run, report(slow_links=[link]))))
+    assert found == {
+        "aorta.findings: slow link": f"{own}; collectives 1.4x the median node; allreduce busbw 0.3x the fabric"
+    }
+    # Two: both named, each with its line.
+    run["fabric_sweep"] = sweep(SLOW_WORKER, dict(SLOW_WORKER, node=HEAD, rank=0, direction="both", send_gbps=0.4))
+    (message, detail) = cases_of(junit.junit_xml(run, report(slow_links=[])))["aorta.findings: slow link"][1:3]
+    assert message == (
+        f"2 slow links: {own}; {HEAD}: fabric 0.4 Gbit/s sent, 3.7 Gbit/s received against a median of 3.81 "
+        "Gbit/s (0.05x)"
+    )
+    assert detail.splitlines()[0] == own
+    # Ran and named nobody: passes; could not localise, or did not run: skipped, saying why.
+    run["fabric_sweep"] = sweep()
+    assert cases_of(junit.junit_xml(run, report()))["aorta.findings: slow link"][:2] == ("", None)
+    two_nodes = "2 node(s): every figure is of the same two ends, a slow one cannot be told from its peer"
+    run["fabric_sweep"] = sweep(localisable=False, reason=two_nodes)
+    assert cases_of(junit.junit_xml(run, report()))["aorta.findings: slow link"][:2] == (
+        "skipped",
+        f"fabric sweep cannot name a node: {two_nodes}",
+    )
+    run["fabric_sweep"] = {"ran": False, "why": "no node swept: aorta_fabric_sweep off, or no node reached the go"}
+    assert cases_of(junit.junit_xml(run, report()))["aorta.findings: slow link"][:2] == (
+        "skipped",
+        "fabric sweep not run: no node swept: aorta_fabric_sweep off, or no node reached the go",
+    )
 
 
 def test_fabric_link_errors_that_grew_fail_their_finding_naming_the_node_and_the_counts():
@@ -292,22 +385,19 @@ def test_findings_fail_naming_the_node_or_rank_and_the_figure():
         "tolerance": 0.05,
         "metrics": {"avg_step_time_ms": {"now": 130.0, "then": 100.0, "delta_ratio": 0.3}},
     }
-    links = [{"node": WORKER, "reason": "rdma0 at 12 Gb/s, the median link 95 Gb/s"}]
-    done = report(slow_nodes=[slow], stragglers=[straggler], baseline=baseline, slow_links=links)
+    done = report(slow_nodes=[slow], stragglers=[straggler], baseline=baseline)
     found = failures(cases_of(junit.junit_xml(sample(), done)))
     assert found == {
         "aorta.findings: slow nodes": f"node {WORKER}: compute +23% over the median node (ranks 2,3; slowest in 5 "
         "of 6 steps)",
         "aorta.findings: stragglers": f"rank 1 on node {HEAD}: compute +50% over the median rank (slowest in 6 of 6 "
         "steps)",
-        "aorta.findings: slow links": f"node {WORKER}: rdma0 at 12 Gb/s, the median link 95 Gb/s",
         "aorta.findings: baseline": "regression against the baseline: avg step time 130 ms against 100 ms (+30%), "
         "beyond the 5% tolerance",
     }
     two = report(stragglers=[straggler, dict(straggler, rank=3, node=WORKER)], slow_links=[])
     found = cases_of(junit.junit_xml(sample(), two))
     assert found["aorta.findings: stragglers"][1].startswith("2 stragglers: rank 1 on node")
-    assert found["aorta.findings: slow links"][0] == ""
     # Too few ranks to test, or a baseline that could not be compared: skipped, saying so.
     untested = {"verdict": "not tested: fewer than two ranks with profiled steps", "node_test": {"verdict": "x"}}
     lone = report(straggler_test=untested, baseline={"verdict": "not compared", "reason": "no step time"})

@@ -13,7 +13,7 @@ import re
 import shutil
 from pathlib import Path
 
-from ansible_collections.aorta.cluster.plugins.module_utils.trace_analysis import _render, _report
+from ansible_collections.aorta.cluster.plugins.module_utils.trace_analysis import _render, _report, _stragglers
 from ansible_collections.aorta.cluster.plugins.plugin_utils._diagnosis import diagnose_run
 
 DATA = Path(__file__).parents[2] / "plugin_utils" / "diagnosis_data"
@@ -288,3 +288,110 @@ def test_what_next_for_a_stopped_run_excluded_nodes_thresholds_and_too_few_steps
     html = _render.render_html(report, str(out))
     assert html.index("id='what-next'") < html.index("id='headline'")
     assert "<code>ansible-playbook aorta.cluster.aorta_multinode -i &lt;your inventory&gt;" in html
+
+
+def _sweep(**extra) -> dict:
+    """The report's ``fabric_sweep`` of a sweep that ran on 3 nodes and named nobody."""
+    found = {"ran": True, "tool": "tcp", "seconds": 10.0, "threshold": 0.5, "min_gbps": None, "median_gbps": 3.812}
+    found |= {"localisable": True, "reason": None, "rounds": 3, "slow_count": 0}
+    return found | {"unresolved_count": 0, "not_measured_count": 0} | extra
+
+
+def _link(node: str, node_rank: int, **extra) -> dict:
+    link = {"node": node, "node_rank": node_rank, "direction": "send", "send_gbps": 0.19, "recv_gbps": 3.7}
+    link |= {"median_gbps": 3.8, "ratio": 0.05, "collective_ratio": 1.4, "busbw_ratio": 0.3, "busbw_op": "allreduce"}
+    return link | extra
+
+
+def test_the_fabric_sweep_row_says_it_found_nothing_could_not_localise_or_did_not_run(tmp_path, combined_tree):
+    report = _report.build_report(str(combined_tree(tmp_path, [50, 50, 50, 50], bad_file=False)))
+    assert "fabric-sweep" not in _opening(report)  # no sweep recorded: no row
+    report["fabric_sweep"] = _sweep()
+    row = _opening(report)["fabric-sweep"]
+    assert (row["title"], row["css"]) == ("fabric sweep", "ok")
+    assert (
+        row["text"] == "no slow link: no node below 0.5x a median of 3.81 Gbit/s in every round (tcp, 3 rounds, 10 s)"
+    )
+    ids = list(_opening(report))
+    assert ids[ids.index("finding") + 1] == "fabric-sweep"
+    report["fabric_sweep"] = _sweep(unresolved_count=1, not_measured_count=2)
+    row = _opening(report)["fabric-sweep"]
+    assert row["css"] == "" and row["text"].endswith(
+        "(tcp, 3 rounds, 10 s); 1 node(s) low in every round but not localised, 2 node(s) not measured"
+        " (run.json's fabric_sweep)"
+    )
+    why = "2 node(s): every figure is of the same two ends, a slow one cannot be told from its peer"
+    report["fabric_sweep"] = _sweep(localisable=False, reason=why, rounds=1, seconds=1.0)
+    assert _opening(report)["fabric-sweep"]["text"] == (
+        f"ran (tcp, 1 round, 1 s) against a median of 3.81 Gbit/s but cannot name a slow node: {why}"
+    )
+    report["fabric_sweep"] = {"ran": False, "why": "no node swept: aorta_fabric_sweep off, or no node reached the go"}
+    row = _opening(report)["fabric-sweep"]
+    assert (row["text"], row["css"]) == (
+        "not run: no node swept: aorta_fabric_sweep off, or no node reached the go",
+        "",
+    )
+    assert not [r for r in _opening(report) if r.startswith("slow-link")]
+
+
+def test_slow_links_are_rows_before_any_chart_and_their_number_not_the_ranks_sets_how_many(tmp_path, combined_tree):
+    report = _report.build_report(str(combined_tree(tmp_path, [50, 50, 50, 50], bad_file=False)))
+    report["fabric_sweep"] = _sweep(slow_count=1)
+    report["slow_links"] = [_link("10.0.0.3", 1)]
+    small = _render.opening_rows(report)
+    (row,) = [r for r in small if r["id"].startswith("slow-link")]
+    assert (row["id"], row["title"], row["css"]) == ("slow-link-1", "slow link", "bad")
+    assert row["text"] == (
+        "10.0.0.3: fabric 0.19 Gbit/s sent against a median of 3.8 Gbit/s (0.05x); collectives 1.4x the median "
+        "node; allreduce busbw 0.3x the fabric"
+    )
+    assert "fabric-sweep" not in {r["id"] for r in small}  # the slow link says it all
+    # What is not known is left out.
+    report["slow_links"] = [
+        _link("10.0.0.3", 1, direction="recv", recv_gbps=0.4, collective_ratio=None, busbw_ratio=None)
+    ]
+    (row,) = [r for r in _render.opening_rows(report) if r["id"] == "slow-link-1"]
+    assert row["text"] == "10.0.0.3: fabric 0.4 Gbit/s received against a median of 3.8 Gbit/s (0.05x)"
+    # 1024 ranks on 128 nodes, 20 of them slow: 8 rows and one "and 12 more", nothing per rank.
+    first = report["per_rank_summary"][0]
+    report["per_rank_summary"] = [dict(first, rank=r, node=f"10.0.{r // 8 // 256}.{r // 8 % 256}") for r in range(1024)]
+    report["slow_links"] = [_link(f"10.0.0.{n}", n) for n in range(20)]
+    big = _render.opening_rows(report)
+    links = [r for r in big if r["id"].startswith("slow-link")]
+    assert [r["id"] for r in links] == [*(f"slow-link-{i}" for i in range(1, 9)), "slow-link-more"]
+    assert links[-1]["text"] == "and 12 more (the report JSON's slow_links)"
+    assert len(big) == len(small) + 8
+    html = _render.render_html(report)
+    assert html.index("id='slow-link-more'") < html.index("<svg")
+    assert html.count("<tr id='slow-link-") == 9
+
+
+def test_the_collectives_table_gives_each_busbw_against_the_fabric_blank_without_a_sweep(tmp_path, fixtures_dir):
+    (tmp_path / "t").mkdir()
+    shutil.copy(fixtures_dir / "traces" / "nccl" / "nccl-data.json.gz", tmp_path / "t" / "trace.json.gz")
+    report = _report.build_report(str(tmp_path / "t"), include_unlinked_kernels=True)
+    table = _render.page_model(report)["collectives"]
+    assert table["head"][-2:] == ["busbw (GB/s)", "of fabric"]
+    assert {row[-1] for row in table["rows"]} == {""}
+    assert "of fabric is\nblank: no fabric sweep measured the links" in _render.render_html(report)
+    report["fabric_sweep"] = _sweep(median_gbps=25.0)
+    table = _render.page_model(report)["collectives"]
+    for row, c in zip(table["rows"], report["collective_table"]):
+        assert row[-1] == _stragglers.times(c["busbw_gbps"] * 8 / 25.0)
+    assert table["rows"][0][-2:] == ["2.080", "0.67x"]  # the 7.8 MiB all-reduce: 2.08 GB/s = 16.6 Gbit/s
+    report["fabric_sweep"] = {"ran": False, "why": "off"}
+    assert {row[-1] for row in _render.page_model(report)["collectives"]["rows"]} == {""}
+
+
+def test_what_next_for_a_slow_link_says_where_to_look_and_how_to_keep_such_a_node_out(tmp_path, combined_tree):
+    report = _report.build_report(str(combined_tree(tmp_path, [50] * 12, bad_file=False)))
+    report["straggler_test"] = dict(report["straggler_test"], steps=64, collectives=64)
+    report["slow_links"] = [_link("10.0.0.3", 1)]
+    (item,) = _render.what_next(report)
+    assert item["text"].startswith("Slow fabric link on 10.0.0.3 (the sweep before the ranks started)")
+    assert "nodes[].link" in item["text"]
+    assert (
+        item["command"]
+        == "ansible-playbook aorta.cluster.aorta_multinode -i <your inventory> -e aorta_fabric_min_gbps=<Gbit/s> …"
+    )
+    _commands_are_the_collections([item])

@@ -56,3 +56,26 @@ def test_the_template_compiles_with_autoescape_and_refuses_a_missing_value():
     assert env.autoescape is True
     with pytest.raises(jinja2.UndefinedError):
         env.from_string(_report_template.PAGE).render({})
+
+
+def test_a_page_with_slow_links_the_sweep_and_collectives_against_the_fabric_stays_valid(tmp_path, fixtures_dir):
+    (tmp_path / "t").mkdir()
+    (tmp_path / "t" / "trace.json.gz").write_bytes(
+        (fixtures_dir / "traces" / "nccl" / "nccl-data.json.gz").read_bytes()
+    )
+    report = _report.build_report(str(tmp_path / "t"), include_unlinked_kernels=True)
+    sweep = {"ran": True, "tool": "tcp", "median_gbps": 3.8, "slow": []}
+    sweep["slow"] = [
+        {"node": f"<b>n{i}</b>", "rank": i, "direction": "both", "send_gbps": 0.2, "recv_gbps": 0.3, "ratio": 0.05}
+        for i in range(10)
+    ]
+    report.update(_report.fabric_findings({"fabric_sweep": sweep}, report))
+    page = _render.render_html(report)
+    assert "&lt;b&gt;n0&lt;/b&gt;: fabric 0.2 Gbit/s sent, 0.3 Gbit/s received" in page and "<b>n0</b>" not in page
+    parser = Tags()
+    parser.feed(page)
+    assert parser.open == [] and len(parser.ids) == len(set(parser.ids))
+    assert [i for i in parser.ids if i.startswith("slow-link")] == [f"slow-link-{n}" for n in range(1, 9)] + [
+        "slow-link-more"
+    ]
+    assert "<th>of fabric</th>" in page and "<script" not in page  # a table and words: no JavaScript needed

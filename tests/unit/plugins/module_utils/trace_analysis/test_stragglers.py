@@ -147,3 +147,34 @@ def test_every_fixture_trace_and_trace_set_names_nobody(tmp_path, name):
     report = _report.build_report(str(folder))
     assert len(report["per_rank_summary"]) == len(sources)
     assert (report["stragglers"], report["slow_nodes"]) == ([], []), (report["stragglers"], report["slow_nodes"])
+
+
+def test_a_slow_links_evidence_is_one_line_with_what_is_known():
+    link = {"node": "10.0.0.3", "direction": "send", "send_gbps": 0.19, "recv_gbps": 3.7, "median_gbps": 3.8}
+    link |= {"ratio": 0.05, "collective_ratio": 1.4, "busbw_ratio": 0.3, "busbw_op": "allreduce"}
+    assert _stragglers.slow_link_evidence(link) == (
+        "10.0.0.3: fabric 0.19 Gbit/s sent against a median of 3.8 Gbit/s (0.05x); collectives 1.4x the median "
+        "node; allreduce busbw 0.3x the fabric"
+    )
+    # run.json's own entry (no collective figures), slow both ways.
+    both = {
+        "node": "n2",
+        "direction": "both",
+        "send_gbps": 0.4,
+        "recv_gbps": 0.512,
+        "median_gbps": 3.812,
+        "ratio": 0.105,
+    }
+    assert _stragglers.slow_link_evidence(both) == (
+        "n2: fabric 0.4 Gbit/s sent, 0.512 Gbit/s received against a median of 3.81 Gbit/s (0.1x)"
+    )
+    assert _stragglers.slow_link_evidence({"node": "n2"}) == "n2: fabric slow (direction not recorded)"
+    assert [_stragglers.times(x) for x in (0.0024, 0.31, 1.4, 9.96, 12.4, None, True)] == [
+        "0.0024x",
+        "0.31x",
+        "1.4x",
+        "10x",
+        "12x",
+        "",
+        "",
+    ]
