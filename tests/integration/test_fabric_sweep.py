@@ -39,10 +39,15 @@ def swept(standin_cluster, tmp_path, rate, overrides):
 def assert_named_alone(node, run, results, proc):
     sweep = run["fabric_sweep"]
     assert sweep["ran"] is True and sweep["tool"] == "tcp" and sweep["localisable"] is True, sweep
-    assert [(item["node"], item["direction"]) for item in sweep["slow"]] == [(node, "send")], sweep
+    # tbf slows the node's egress: its streams out, and the acknowledgements of those coming in
+    # (measured: 0.196 Gbit/s at best both ways at 200 Mbit/s), so "both" or "send".
+    assert [item["node"] for item in sweep["slow"]] == [node] and sweep["slow"][0]["direction"] in ("send", "both")
     (named,) = sweep["slow"]
     assert named["ratio"] < 0.5 and named["send_gbps"] < named["median_gbps"] * 0.5
     rows = {row["name"]: row["fabric_sweep"] for row in run["nodes"]}
+    # The sweep's cost on 3 nodes (aorta_fabric_sweep_seconds 1 in the stand-in's vars): the plan's
+    # arrival to the verdict, on every node.
+    assert all(row["took_s"] <= 10 for row in rows.values()), rows
     assert rows[node]["slow"] is True and [n for n, row in rows.items() if row["slow"]] == [node]
     assert all(f["send_gbps"] and f["recv_gbps"] for row in rows.values() for f in row["rounds"]), rows
     report = json.loads((results / "aorta_benchmark_report.json").read_text())

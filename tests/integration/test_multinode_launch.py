@@ -47,6 +47,10 @@ def test_happy_path_completes_on_the_fabric_and_leaves_nothing(standin_cluster, 
     sample = json.loads((REPO / "docs" / "samples" / "run.json").read_text())
     assert set(run) == set(sample)
     assert set(run["nodes"][0]) == set(sample["nodes"][0])
+    # The fabric sweep ran before the ranks over TCP (no RDMA device on a stand-in) and, healthy, named nobody.
+    sweep = run["fabric_sweep"]
+    assert sweep["ran"] and sweep["tool"] == "tcp" and sweep["localisable"] and sweep["slow"] == [], sweep
+    assert sweep["unresolved"] == [] and sweep["not_measured"] == [], sweep
     # Rendezvous on the head's fabric address, with a port picked ON the head.
     assert run["master_addr"] == nodes[0]["vpc_ip"]
     head = nodes[0]["mgmt_ip"]

@@ -209,6 +209,7 @@ class Participant:
         self.figures = None
         self.instructions = None
         self.verdict = None
+        self.began = self.ended = None  # this node's clock: the plan's arrival, the verdict's
 
     def fields(self):
         """What this node's join report carries of the sweep."""
@@ -222,11 +223,13 @@ class Participant:
         """Act on the head's answer: start the measurement once its plan comes; keep its verdict."""
         if not answer:
             return
-        if answer.get("sweep_result") is not None:
+        if answer.get("sweep_result") is not None and self.verdict is None:
             self.verdict = answer["sweep_result"]
+            self.ended = self.clock() if self.clock else None
         plan = answer.get("sweep")
         if plan and self.thread is None:
             self.instructions = plan
+            self.began = self.clock() if self.clock else None
             if self.endpoint is None:
                 self.figures = []
                 return
@@ -251,6 +254,8 @@ class Participant:
         if self.instructions is None and self.verdict is None:
             return None
         record = {"tool": (self.instructions or {}).get("tool"), "rounds": self.figures or []}
+        if self.began is not None and self.ended is not None:
+            record["took_s"] = round(self.ended - self.began, 3)  # the plan's arrival to the verdict
         if self.error:
             record["error"] = self.error
         record.update(self.verdict or {})

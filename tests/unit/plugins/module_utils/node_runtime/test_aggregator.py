@@ -495,3 +495,4 @@ def test_three_nodes_sweep_over_loopback_between_the_join_and_the_go():
     for watch in (head, *workers):
         mine = watch.sweep_record()
         assert mine["slow"] is False and len(mine["rounds"]) == 2 and mine["send_gbps"] > 0.1, mine
+        assert 0.6 <= mine["took_s"] <= _sweep_phase.bound_s(0.6), mine

@@ -166,6 +166,7 @@ def test_a_participant_offers_its_endpoint_measures_on_the_plan_then_reports_its
     node.finish()
     record = node.record()
     assert record["tool"] == "tcp" and record["rounds"] == figures and record["slow"] is False
+    assert record["took_s"] == 0.0  # the scripted clock stands still
     assert endpoint.closed is True
 
 
