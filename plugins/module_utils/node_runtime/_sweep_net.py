@@ -46,6 +46,7 @@ HELLO_MAX = 1024  # a hello is about 200 bytes; a longer line is refused unread
 CHUNK = 256 * 1024
 SEND_SHARE = 0.6  # of each round: the stream; the rest is the connection, the answer and the slack
 CONNECT_SHARE = 0.2  # of each round: how long a sender retries a partner not listening yet
+SERVING = 16  # connections served at once; more are refused (one per round is expected)
 HELLO_WAIT_S = 1.0  # the longest a connection may take to send its hello
 MARGIN_S = 0.5  # past the last round, the most run() takes to hand back its figures
 TOOLS = ("auto", "perftest", "tcp")
@@ -103,8 +104,8 @@ class SweepEndpoint:
     def __init__(self, secret, run_id, rank, address, clock=time.monotonic, sleep=time.sleep):
         self.secret, self.run_id, self.rank, self.address = secret, run_id, rank, address
         self.clock, self.sleep = clock, sleep
+        # No SO_REUSEADDR: on Linux another socket with it could bind the same port while it is reserved.
         self.sock = socket.socket(_family(address), socket.SOCK_STREAM)
-        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         self.sock.bind((address, 0))  # reserved, not listening: nothing is accepted before the sweep
         self.port = self.sock.getsockname()[1]
         self.refused = 0
@@ -154,11 +155,14 @@ class SweepEndpoint:
             # A peer that sends no hello holds the listener for a second at most, not the round.
             conn.settimeout(max(0.05, min(HELLO_WAIT_S, until - self.clock())))
             line = b""
-            while not line.endswith(b"\n") and len(line) <= HELLO_MAX:
-                piece = conn.recv(1)
-                if not piece:
-                    break
-                line += piece
+            try:
+                while not line.endswith(b"\n") and len(line) <= HELLO_MAX:
+                    piece = conn.recv(1)
+                    if not piece:
+                        break
+                    line += piece
+            except OSError:  # no hello in time: refused like a bad one
+                line = b""
             round_index = self._check(line) if line.endswith(b"\n") else None
             if round_index is None:
                 with self._lock:
@@ -180,14 +184,30 @@ class SweepEndpoint:
             conn.sendall(json.dumps({"bytes": total}).encode() + b"\n")
 
     def _accept(self, until):
+        """Each connection in a thread of its own (at most SERVING at once): a peer that connects and
+        says nothing does not hold up the round's real stream."""
+        serving = []
         while not self._closed.is_set() and self.clock() < until:
             self.sock.settimeout(max(0.05, min(0.2, until - self.clock())))
             try:
                 conn, _peer = self.sock.accept()
             except (socket.timeout, OSError):
                 continue
-            with contextlib.suppress(OSError, ValueError):
-                self._serve(conn, until)
+            serving = [thread for thread in serving if thread.is_alive()]
+            if len(serving) >= SERVING:
+                conn.close()
+                with self._lock:
+                    self.refused += 1
+                continue
+            thread = threading.Thread(target=self._serve_quietly, args=(conn, until), daemon=True)
+            thread.start()
+            serving.append(thread)
+        for thread in serving:
+            thread.join(max(0.0, until - self.clock()) + 0.1)
+
+    def _serve_quietly(self, conn, until):
+        with contextlib.suppress(OSError, ValueError):
+            self._serve(conn, until)
 
     # --- sending ---
 

@@ -149,3 +149,30 @@ def test_perftest_rounds_run_both_ends_and_read_each_figure_from_its_own_output(
     plan = [{"round": 0, "send_to": 1, "send_address": "10.0.0.2", "send_port": 4000, "recv_from": 1}]
     (row,) = endpoint.run_perftest(plan, time.monotonic(), 2.0)
     assert row == {"round": 0, "send_to": 1, "send_gbps": 41.5, "recv_from": 1, "recv_gbps": 39.25}
+
+
+def test_a_peer_that_connects_and_says_nothing_does_not_hold_up_the_rounds_stream():
+    endpoints = [net.SweepEndpoint(SECRET, "run1", rank, "127.0.0.1") for rank in range(3)]
+    silent = []
+
+    def plans_with_a_silent_peer(eps):
+        every = plans(eps)
+
+        # Connect to node 1 as soon as it listens, and say nothing, before round 0's real stream.
+        def hang():
+            for _attempt in range(40):
+                try:
+                    silent.append(socket.create_connection(("127.0.0.1", eps[1].port), timeout=1))
+                    return
+                except OSError:
+                    time.sleep(0.01)
+
+        threading.Thread(target=hang, daemon=True).start()
+        return every
+
+    rows, _took = sweep_all(endpoints, plans_with_a_silent_peer)
+    assert silent, "the silent peer never connected"
+    assert rows[1][0]["recv_gbps"] is not None and rows[1][0]["recv_gbps"] > 0.1, rows[1]
+    assert endpoints[1].refused == 1  # no hello within HELLO_WAIT_S
+    for sock in silent:
+        sock.close()
