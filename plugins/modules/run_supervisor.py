@@ -196,7 +196,8 @@ options:
           - "The fabric sweep between every node's join and the head's go (no rank has started): in each
             of up to 3 rounds every node sends to one node and receives from another over the fabric
             at once, on a TCP port it reserved on O(watch.sweep.address) and listens on only during the
-            sweep, accepting only peers that prove the run's secret. The head judges the figures and
+            sweep, accepting only peers that prove the run's secret (perftest, which has no authentication
+            of its own, listens for its round's seconds only). The head judges the figures and
             names a node below O(watch.sweep.threshold) x its rounds' median in every round
             (C(status.fabric_sweep)); with O(watch.sweep.min_gbps), a node below it stops the run
             before its ranks start."
@@ -348,8 +349,8 @@ status:
       O(watch.sweep.min_gbps)), C(reason), C(by)) and C(silent_nodes)
       (on the head, the nodes it counted as gone, with why), C(fabric_sweep) (with O(watch.sweep), once the
       sweep ran; keys C(tool), C(rounds) (this node's own figures per round), C(send_gbps), C(recv_gbps),
-      C(send_ratio), C(recv_ratio), C(ratio), C(median_gbps), C(slow), and on the head C(cluster), the head's
-      judgement of every node's figures).
+      C(send_ratio), C(recv_ratio), C(ratio), C(median_gbps), C(slow), C(took_s), C(error) where the sweep
+      failed on this node, and on the head C(cluster), the head's judgement of every node's figures).
   returned: success, without O(detach)
   type: dict
 started:
@@ -702,6 +703,9 @@ def main() -> None:
     p = module.params
     if p["timeout_seconds"] <= 0 or p["grace_seconds"] < 0:
         module.fail_json(msg="timeout_seconds must be > 0 and grace_seconds >= 0")
+    sweep = (p["watch"] or {}).get("sweep") or {}
+    if sweep and not (0 < sweep["threshold"] <= 1 and sweep["seconds"] >= 0 and sweep["min_gbps"] >= 0):
+        module.fail_json(msg="watch.sweep: threshold must be in (0, 1], seconds and min_gbps at least 0")
     path = status_path(p["directory"], p["run_id"])
     launch, cleanup, diagnose, capture_note = _commands(p)
     if module.check_mode:

@@ -234,7 +234,8 @@ def fabric_suspects(nodes: Sequence[Mapping[str, Any]]) -> list[str]:
 
 def node_trouble(nodes: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     """What the supervisors saw go wrong on a node itself, a row per finding: the nodes whose fabric
-    path broke (``fabric_suspects``, with their ``check``), those that went silent
+    path broke (``fabric_suspects``, with their ``check``), the node the fabric sweep found below
+    aorta_fabric_min_gbps (``sweep_stops``), those that went silent
     (``silent_nodes``), then those whose output disk filled (``disk_full``). run_status names these
     nodes first; the diagnosis lists the rows."""
     by_name = {str(n.get("name")): n for n in nodes}
@@ -242,12 +243,23 @@ def node_trouble(nodes: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
         {"node": name, "text": fabric_text(by_name[name].get("fabric") or {}), "check": by_name[name].get("fabric")}
         for name in fabric_suspects(nodes)
     ]
+    rows += sweep_stops(nodes)
     # A node whose own link went down hears nothing from the head: its "the head went silent" is its
     # own cut seen from its side, not evidence against the head (which it would name first). A node
     # that only failed to reach the head keeps its claim: from one side, either end may be at fault.
     own_link_down = set(_links_down(nodes))
     rows += silent_nodes([_without_claims(n) if str(n.get("name")) in own_link_down else n for n in nodes])
     return rows + [{"node": str(n.get("name")), "text": disk_text(n["disk_full"])} for n in nodes if n.get("disk_full")]
+
+
+def sweep_stops(nodes: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """The node the head stopped the run for before any rank started because its fabric sweep figure
+    was below aorta_fabric_min_gbps (``cluster_stop`` of kind ``fabric``, the same on every node)."""
+    for record in nodes:
+        stop = record.get("cluster_stop")
+        if isinstance(stop, Mapping) and stop.get("kind") == "fabric" and stop.get("node"):
+            return [{"node": str(stop["node"]), "text": str(stop.get("reason") or "below aorta_fabric_min_gbps")}]
+    return []
 
 
 def _without_claims(record: Mapping[str, Any]) -> dict[str, Any]:

@@ -200,7 +200,7 @@ class Aggregator:
             reason = f"{node} {body.get('outcome') or 'failed'}: {body.get('reason') or 'no reason given'}"
             self._decide(node, "failed", reason, now)
         self.tick(now)
-        return self.answer(node, now)
+        return self.answer(node, now, joining=body.get("state") == "joining")
 
     def swept(self, now):
         """Whether the fabric sweep is over (or off); once judged, a node below aorta_fabric_min_gbps
@@ -216,12 +216,13 @@ class Aggregator:
             self._decide(below[0], "fabric", below[1], now)
         return True
 
-    def answer(self, node=None, now=None):
+    def answer(self, node=None, now=None, joining=False):
         """Stop (with the node and why) or carry on; ``go`` once every node has joined and the
-        fabric sweep is over; meanwhile the node's part of the sweep, then its figures judged."""
+        fabric sweep is over; to a node still joining, its part of the sweep, then its figures
+        judged (not to the reports of the run after it: they stay a few hundred bytes)."""
         go = self.joined >= len(self.nodes) and (now is None or self.swept(now))
         answer = {"stop": self.stop is not None, "go": go, **(self.stop or {})}
-        if self.sweep is not None and node is not None and now is not None:
+        if self.sweep is not None and joining and node is not None and now is not None:
             plan = self.sweep.instructions(node, now)
             if plan:
                 answer["sweep"] = plan
@@ -263,7 +264,8 @@ class Aggregator:
         return self.stop
 
     def _decide(self, node, kind, reason, now):
-        """``kind``: ``failed`` (the node said so), ``silent`` (its reports stopped or never came) or
+        """``kind``: ``failed`` (the node said so), ``silent`` (its reports stopped or never came),
+        ``fabric`` (the sweep found it below aorta_fabric_min_gbps, before any rank started) or
         ``stopped`` (the controller asked: ``node`` is then CONTROLLER)."""
         self.stop = {"node": node, "kind": kind, "reason": reason, "after_s": round(now - self.started, 3)}
         return self.stop
@@ -463,6 +465,7 @@ class HeadWatch:
     gone silent, or ``linger_s`` has passed."""
 
     role = "head"
+    join_stop = None  # the head's stop that ended the join, if one did
 
     def __init__(self, link, linger_s, clock=time.monotonic, sleep=time.sleep, stop_path=None, orphan=None, sweep=None):
         self.link, self.linger_s, self.clock, self.sleep = link, float(linger_s), clock, sleep
@@ -492,6 +495,7 @@ class HeadWatch:
             _follow(self.sweep, answer)
             stop = _stop_of(answer, "head")
             if stop:
+                self.join_stop = stop
                 return f"the run stopped before its ranks started: {stop['reason']}"
             if answer.get("go"):
                 if self.orphan is not None:  # the controller's watch starts once every node launched
@@ -536,6 +540,7 @@ class WorkerWatch:
     gone quiet for ``heartbeat_timeout`` seconds (then the node stops itself: its rendezvous is gone)."""
 
     role = "worker"
+    join_stop = None  # the head's stop that ended the join, if one did
 
     def __init__(self, link, head, heartbeat_timeout, join_timeout, clock=time.monotonic, sleep=time.sleep, sweep=None):
         self.link, self.head = link, head
@@ -553,6 +558,7 @@ class WorkerWatch:
             if answer is not None:
                 stop = _stop_of(answer, "head")
                 if stop:
+                    self.join_stop = stop
                     return f"the head stopped the run before this node launched: {stop['reason']}"
                 if answer.get("go"):
                     return ""

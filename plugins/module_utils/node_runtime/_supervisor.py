@@ -318,7 +318,12 @@ class Supervisor:
             self.status["watch"] = self.watch.role
             self._write("joining")
             refused = self._call_watch("join")
+            if refused is None and str(self.status.get("watch_error", "")).startswith("join:"):
+                refused = f"could not join the head's aggregator: {self.status['watch_error'][6:]}"
             self._record_sweep()
+            stop = getattr(self.watch, "join_stop", None)
+            if isinstance(stop, dict) and stop.get("kind") == "fabric":
+                self.status["cluster_stop"] = stop  # the node the sweep stopped the run for
             if refused:
                 self._event(refused)
                 if refused.startswith("fabric"):

@@ -17,9 +17,11 @@ node its partners' ports in the plan, and nothing is accepted before or after th
 starts with one line, a hello proving the run's secret (HMAC-SHA256 of the run id, the sender's
 rank, the round and a fresh nonce); a hello that is oversized, not JSON, of another run, forged,
 from a node that is not the round's partner, or replayed is refused unread (counted in
-``refused``). A receiver answers the sender with the bytes it got, so the sender's figure is bytes
-the receiver confirmed over the time to that answer (a kernel send buffer does not inflate it);
-the receiver's is bytes over the time from its first to its last byte.
+``refused``). At the end of the round's send window the receiver answers the sender with the
+bytes it got by then, so the sender's figure is bytes the receiver confirmed over the time to that
+answer (a kernel send buffer does not inflate it, and on a slow link what is still in it does not
+delay the answer: the sender drops it with a reset); the receiver's is bytes over the time from its
+first to its last byte.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ import os
 import shutil
 import signal
 import socket
+import struct
 import tempfile
 import threading
 import time
@@ -48,6 +51,7 @@ SEND_SHARE = 0.6  # of each round: the stream; the rest is the connection, the a
 CONNECT_SHARE = 0.2  # of each round: how long a sender retries a partner not listening yet
 SERVING = 16  # connections served at once; more are refused (one per round is expected)
 HELLO_WAIT_S = 1.0  # the longest a connection may take to send its hello
+MIN_STREAM_S = 0.05  # a send window shorter than this gives no figure (a late plan)
 MARGIN_S = 0.5  # past the last round, the most run() takes to hand back its figures
 TOOLS = ("auto", "perftest", "tcp")
 
@@ -113,6 +117,7 @@ class SweepEndpoint:
         self._nonces = set()
         self._claimed = set()
         self._plan = {}
+        self._start_at, self._round_s = 0.0, 0.0
         self._closed = threading.Event()
         self._lock = threading.Lock()
 
@@ -168,20 +173,34 @@ class SweepEndpoint:
                 with self._lock:
                     self.refused += 1
                 return
+            window_end = self._window_end(round_index)
             total, first, last = 0, None, None
-            while True:
-                conn.settimeout(max(0.05, until - self.clock()))
-                data = conn.recv(CHUNK)
-                if not data:
-                    break
-                now = self.clock()
-                first = now if first is None else first
-                last = now
-                total += len(data)
+            try:
+                while self.clock() < window_end:
+                    conn.settimeout(max(0.01, window_end - self.clock()))
+                    data = conn.recv(CHUNK)
+                    if not data:
+                        break
+                    now = self.clock()
+                    first = now if first is None else first
+                    last = now
+                    total += len(data)
+            except socket.timeout:
+                pass  # the window's end: what arrived by then is the figure
             seconds = (last - first) if first is not None else 0.0
             with self._lock:
                 self.received[round_index] = {"bytes": total, "seconds": seconds}
+            # Answered at the window's end, not at the stream's: on a slow link what is still in the
+            # sender's buffer would hold the answer past the round (the sender then drops it).
             conn.sendall(json.dumps({"bytes": total}).encode() + b"\n")
+            with contextlib.suppress(OSError):
+                conn.settimeout(max(0.01, until - self.clock()))
+                while conn.recv(CHUNK):
+                    pass
+
+    def _window_end(self, round_index):
+        """When round ``round_index``'s stream ends on this node's clock."""
+        return self._start_at + (round_index + SEND_SHARE) * self._round_s
 
     def _accept(self, until):
         """Each connection in a thread of its own (at most SERVING at once): a peer that connects and
@@ -225,6 +244,10 @@ class SweepEndpoint:
         """One outgoing stream: (gbps or None, error or '')."""
         if not step.get("send_address") or not step.get("send_port"):
             return None, "no endpoint for the partner"
+        stop = begin + SEND_SHARE * round_s
+        if self.clock() >= stop - MIN_STREAM_S:
+            # The plan came too late for this round's window: no figure rather than a false 0.
+            return None, "the round's window had passed when its plan arrived"
         try:
             conn = self._connect(step, begin + CONNECT_SHARE * round_s)
         except OSError as exc:
@@ -234,23 +257,35 @@ class SweepEndpoint:
             started = self.clock()
             try:
                 conn.sendall(hello(self.secret, self.run_id, self.rank, step["round"]))
-                payload = bytes(CHUNK)
-                stop = begin + SEND_SHARE * round_s
-                while self.clock() < stop:
-                    conn.settimeout(max(0.05, stop - self.clock()))
-                    conn.sendall(payload)
-                conn.shutdown(socket.SHUT_WR)
+                self._stream(conn, stop)
                 conn.settimeout(max(0.05, begin + round_s - self.clock()))
                 answer = conn.makefile("rb").readline(HELLO_MAX)
+                took = self.clock() - started
                 got = json.loads(answer)["bytes"]
+                # What is still unsent is dropped (a reset, not a flush): it would run into the next round.
+                conn.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
             except (OSError, ValueError, KeyError, TypeError) as exc:
-                return None, f"stream to {step['send_address']}:{step['send_port']}: {exc or 'no answer'}"
-            return _gbps(got, self.clock() - started), ""
+                return None, f"stream to {step['send_address']}:{step['send_port']}: {str(exc) or 'no answer'}"
+        if not isinstance(got, int) or got <= 0:
+            return None, f"{step['send_address']}:{step['send_port']} received nothing"
+        return _gbps(got, took), ""
+
+    def _stream(self, conn, stop):
+        """Send until ``stop``. A send still blocked at ``stop`` (a link slower than a chunk in what
+        is left of the window) ends the stream: what the receiver got is the figure, not a loss."""
+        payload = bytes(CHUNK)
+        try:
+            while self.clock() < stop:
+                conn.settimeout(max(0.05, stop - self.clock()))
+                conn.sendall(payload)
+        except socket.timeout:
+            pass
 
     def run(self, plan, start_at, round_s):
         """Measure every round of ``plan`` from ``start_at`` (this node's clock); per round its
         figures, ``error`` where one is missing. Returns by the last round's end + MARGIN_S."""
         self._plan = {step["round"]: step for step in plan}
+        self._start_at, self._round_s = start_at, round_s
         end = start_at + len(plan) * round_s
         wait = start_at - self.clock() - 0.05
         if wait > 0:

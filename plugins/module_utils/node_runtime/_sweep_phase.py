@@ -30,6 +30,7 @@ from ansible_collections.aorta.cluster.plugins.module_utils.node_runtime import 
 LEAD_S = 1.0  # from every node joined to the sweep's first round: twice a node's join poll
 REPORT_S = 3.0  # after the last round, how long the head waits for the nodes' figures
 FINISH_WAIT_S = 2.0  # at the go, the longest a node waits for its own measurement's thread
+LISTED_SLOW = 50  # slow nodes listed by name in the cluster summary (more: a fabric-wide problem)
 LISTED = 20  # nodes listed by name in the cluster summary's unresolved and not measured lists
 
 
@@ -53,6 +54,7 @@ class Phase:
         self.endpoints = {}  # node -> {"address", "port", "tool"} or {"error"}
         self.figures = {}  # node -> [{"round", "send_to", "send_gbps", "recv_from", "recv_gbps"}]
         self.start = None  # the head's monotonic time of round 0
+        self.chosen = None  # the tool every pair runs, fixed at the start
         self.result = None  # _sweep.localise's answer, once judged
 
     def offer(self, node, body):
@@ -67,9 +69,12 @@ class Phase:
             self.figures[node] = [f for f in figures if isinstance(f, dict)]
 
     def tool(self):
-        """The tool every pair runs: perftest only where every node can run it, TCP otherwise."""
+        """The tool every pair runs: perftest only where every node can run it, TCP otherwise (fixed
+        at the start: every answer carries it)."""
+        if self.chosen is not None:
+            return self.chosen
         tools = {str((e or {}).get("tool") or "tcp") for e in self.endpoints.values()}
-        return "perftest" if tools == {"perftest"} else "tcp"
+        return "perftest" if tools == {"perftest"} and len(self.endpoints) == len(self.nodes) else "tcp"
 
     def advance(self, joined_all, now):
         """Start once every node joined; judge once the figures are in or the bound has passed.
@@ -80,6 +85,7 @@ class Phase:
             return False
         if self.start is None:
             self.start = now + LEAD_S
+            self.chosen = self.tool()
         every = len(self.figures) >= len(self.nodes)
         if every or now >= self.start + self.seconds + REPORT_S or self.rounds == 0:
             self.result = self._judge()
@@ -136,12 +142,17 @@ class Phase:
         ]
 
     def _judge(self):
-        return _sweep.localise(self._measurements(), self.threshold, nodes=len(self.nodes))
+        try:
+            return _sweep.localise(self._measurements(), self.threshold, nodes=len(self.nodes))
+        except ValueError as exc:  # figures the judgement cannot read: the go must still come
+            found = _sweep.localise([], self.threshold, nodes=len(self.nodes))
+            return dict(found, localisable=False, reason=f"figures not judged: {exc}")
 
     def below_minimum(self):
         """(node, reason) of the first node, in rank order, whose best figure in a direction is below
-        aorta_fabric_min_gbps; None when none is, or no minimum is set."""
-        if not self.min_gbps or self.result is None:
+        aorta_fabric_min_gbps; None when none is, or no minimum is set, or the figures cannot say which
+        end of a pair is slow (two nodes: the healthy one would be named as often as the slow one)."""
+        if not self.min_gbps or self.result is None or not self.result["localisable"]:
             return None
         for rank, node in enumerate(self.nodes):
             entry = self.result["nodes"].get(str(rank)) or {}
@@ -176,7 +187,7 @@ class Phase:
         if self.result is None:
             return None
         result = self.result
-        named = [dict(item, node=self.nodes[item["rank"]]) for item in result["slow"]]
+        named = [dict(item, node=self.nodes[item["rank"]]) for item in result["slow"][:LISTED_SLOW]]
         unresolved = [dict(item, node=self.nodes[item["rank"]]) for item in result["unresolved"]]
         return {
             "tool": self.tool(),
@@ -188,6 +199,7 @@ class Phase:
             "reason": result["reason"],
             "rounds": [dict(row, shift=shift) for row, shift in zip(result["rounds"], self.shifts)],
             "slow": named,
+            "slow_count": len(result["slow"]),
             "unresolved": unresolved[:LISTED],
             "unresolved_count": len(unresolved),
             "not_measured": [self.nodes[rank] for rank in result["not_measured"][:LISTED]],
@@ -227,7 +239,7 @@ class Participant:
             self.verdict = answer["sweep_result"]
             self.ended = self.clock() if self.clock else None
         plan = answer.get("sweep")
-        if plan and self.thread is None:
+        if plan and self.thread is None and not answer.get("stop"):
             self.instructions = plan
             self.began = self.clock() if self.clock else None
             if self.endpoint is None:

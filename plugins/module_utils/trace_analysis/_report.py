@@ -472,7 +472,7 @@ def fabric_sweep_summary(record: dict | None) -> dict | None:
         "localisable": sweep.get("localisable"),
         "reason": sweep.get("reason"),
         "rounds": len(_listed(sweep, "rounds")),
-        "slow_count": len(_listed(sweep, "slow")),
+        "slow_count": _count(sweep, "slow"),
         "unresolved_count": _count(sweep, "unresolved"),
         "not_measured_count": _count(sweep, "not_measured"),
     }

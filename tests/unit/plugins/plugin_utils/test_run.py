@@ -340,3 +340,15 @@ def test_excluded_nodes_neither_fail_the_run_nor_count_in_it():
     assert failed["failed_nodes"] == ["n0"] and failed["message"].endswith("; 1 excluded by preflight: n1")
     table = _run.node_table(nodes)
     assert table[-1].startswith("nodes: 3 (2 ok, 1 excluded)")
+
+
+def test_the_node_the_sweep_stopped_the_run_for_is_named_first_not_the_head():
+    stop = {"node": "w2", "kind": "fabric", "reason": "fabric sweep: w2 sends at 0.2 Gbit/s at best", "by": "head"}
+    nodes = [
+        {"name": name, "rank": rank, "state": "failed", "exit_code": None, "cluster_stop": stop}
+        for rank, name in enumerate(("head", "w1", "w2"))
+    ]
+    status = _run.run_status(nodes)
+    assert status["first_failure"] == "w2" and "fabric sweep: w2 sends at 0.2 Gbit/s" in status["message"]
+    assert _run.sweep_stops(nodes) == [{"node": "w2", "text": stop["reason"]}]
+    assert _run.sweep_stops([{"name": "a", "cluster_stop": {"node": "b", "kind": "silent"}}]) == []

@@ -496,3 +496,13 @@ def test_three_nodes_sweep_over_loopback_between_the_join_and_the_go():
         mine = watch.sweep_record()
         assert mine["slow"] is False and len(mine["rounds"]) == 2 and mine["send_gbps"] > 0.1, mine
         assert 0.6 <= mine["took_s"] <= _sweep_phase.bound_s(0.6), mine
+
+
+def test_after_the_go_the_reports_of_the_run_get_no_sweep_in_their_answers():
+    agg = aggregator(sweep={"seconds": 1.0, "threshold": 0.5, "min_gbps": 0})
+    for node in NODES:
+        agg.report(node, sweep_join(node), 0.0)
+    for node in NODES:
+        agg.report(node, sweep_figures(node, [10.0, 10.0, 10.0]), 2.0)
+    assert "sweep_result" in agg.report("w1", {"state": "joining", "finished": False}, 2.1)
+    assert agg.report("w1", running(), 5.0) == {"stop": False, "go": True}

@@ -352,3 +352,27 @@ def test_the_sweep_the_join_ran_is_in_the_status_and_its_events_before_the_launc
     ).run()
     assert stopped["fabric_sweep"] == record and stopped["outcome"] == "failed"
     assert "fabric_sweep" not in make(tmp_path, ["true"], watch=ScriptedWatch(), heartbeat_every=60).run()
+
+
+class BrokenJoinWatch(ScriptedWatch):
+    def join(self):
+        raise RuntimeError("can't start new thread")
+
+
+class FabricStopWatch(ScriptedWatch):
+    def __init__(self):
+        super().__init__(join="the head stopped the run before this node launched: fabric sweep: w2 ...")
+        self.join_stop = {"node": "w2", "kind": "fabric", "reason": "fabric sweep: w2 at 0.2 Gbit/s", "by": "head"}
+
+
+def test_a_join_that_raises_launches_nothing_and_says_why(tmp_path):
+    marker = tmp_path / "ran"
+    status = make(tmp_path, ["touch", str(marker)], watch=BrokenJoinWatch()).run()
+    assert status["outcome"] == "failed" and not marker.exists()
+    assert status["reason"] == "could not join the head's aggregator: can't start new thread"
+
+
+def test_the_sweeps_stop_is_the_nodes_cluster_stop_naming_the_slow_node(tmp_path):
+    status = make(tmp_path, ["true"], watch=FabricStopWatch()).run()
+    assert status["outcome"] == "failed" and status["cluster_stop"]["node"] == "w2"
+    assert status["cluster_stop"]["kind"] == "fabric" and "launched" not in states(status)

@@ -176,3 +176,45 @@ def test_a_peer_that_connects_and_says_nothing_does_not_hold_up_the_rounds_strea
     assert endpoints[1].refused == 1  # no hello within HELLO_WAIT_S
     for sock in silent:
         sock.close()
+
+
+def slow_partner(bytes_per_s, window_end):
+    """A partner that takes the hello, drains the stream at ``bytes_per_s`` and, as a sweep endpoint
+    does, answers what it got at the window's end (a link slower than one chunk in what is left of
+    the send window, with the sender's buffer still full then)."""
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(1)
+
+    def serve():
+        conn, _peer = server.accept()
+        with conn:
+            conn.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+            conn.makefile("rb").readline()
+            got = 0
+            while time.monotonic() < window_end:
+                got += len(conn.recv(4096))
+                time.sleep(4096 / bytes_per_s)
+            conn.sendall(b'{"bytes": %d}\n' % got)
+
+    threading.Thread(target=serve, daemon=True).start()
+    return server
+
+
+def test_a_link_slower_than_a_chunk_in_the_window_gives_a_low_figure_not_a_lost_one():
+    start = time.monotonic()
+    server = slow_partner(1_000_000, start + net.SEND_SHARE * 1.0)  # 8 Mbit/s
+    sender = net.SweepEndpoint(SECRET, "run1", 0, "127.0.0.1")
+    port = server.getsockname()[1]
+    plan = [{"round": 0, "send_to": 1, "send_address": "127.0.0.1", "send_port": port, "recv_from": 1}]
+    (row,) = sender.run(plan, start, 1.0)
+    server.close()
+    # At most the partner's 8 Mbit/s (its sleeps make it slower), and a figure: low, not lost.
+    assert row["send_gbps"] is not None and 0.0002 < row["send_gbps"] <= 0.008, row
+
+
+def test_a_plan_that_arrives_after_the_rounds_window_gives_no_figure_rather_than_zero():
+    sender = net.SweepEndpoint(SECRET, "run1", 0, "127.0.0.1")
+    plan = [{"round": 0, "send_to": 1, "send_address": "127.0.0.1", "send_port": 9, "recv_from": 1}]
+    (row,) = sender.run(plan, time.monotonic() - 0.9, 1.0)
+    assert row["send_gbps"] is None and row["error"].startswith("the round's window had passed"), row

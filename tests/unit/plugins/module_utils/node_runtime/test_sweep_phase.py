@@ -183,3 +183,36 @@ def test_a_node_without_an_endpoint_takes_part_unmeasured():
     node.follow({"sweep": {"rank": 0, "tool": "tcp", "start_in": 0, "round_s": 1.0, "plan": []}})
     assert node.fields() == {"sweep_figures": []} and threading.active_count() >= 1
     assert node.record()["error"].startswith("no port on")
+
+
+def test_with_two_nodes_a_pair_below_the_minimum_names_and_stops_nobody():
+    phase = _sweep_phase.Phase(["n0", "n1"], seconds=1.0, min_gbps=1.0)
+    for node in ("n0", "n1"):
+        phase.offer(node, {"sweep_endpoint": {"address": node, "port": 1, "tool": "tcp"}})
+    phase.advance(True, 0.0)
+    phase.offer(
+        "n0", {"sweep_figures": [{"round": 0, "send_to": 1, "send_gbps": 9.0, "recv_from": 1, "recv_gbps": 0.2}]}
+    )
+    phase.offer(
+        "n1", {"sweep_figures": [{"round": 0, "send_to": 0, "send_gbps": 0.2, "recv_from": 0, "recv_gbps": 9.0}]}
+    )
+    assert phase.advance(True, 1.0) is True
+    assert phase.below_minimum() is None and phase.summary()["localisable"] is False
+
+
+def test_the_tool_is_fixed_at_the_start_and_the_summary_counts_every_slow_node():
+    phase = joined_phase()
+    phase.advance(True, 0.0)
+    phase.endpoints["n1"]["tool"] = "perftest"  # a change after the start does not change the plan
+    assert phase.chosen == "tcp" and phase.instructions("n0", 0.1)["tool"] == "tcp"
+    for node in NODES:
+        phase.offer(node, {"sweep_figures": figures_of(node, [10.0, 1.0, 10.0, 10.0])})
+    phase.advance(True, 1.0)
+    assert phase.summary()["slow_count"] == len(phase.summary()["slow"]) == 1
+
+
+def test_a_stop_with_the_plan_starts_no_measurement():
+    endpoint = ScriptedEndpoint([])
+    node = _sweep_phase.Participant(endpoint, "tcp", "", clock=lambda: 0.0)
+    node.follow({"stop": True, "sweep": {"rank": 0, "tool": "tcp", "start_in": 0, "round_s": 1.0, "plan": []}})
+    assert node.thread is None and endpoint.ran is None
