@@ -23,16 +23,16 @@ pytestmark = pytest.mark.standin
 HEAVY = {"model.model_dim": 1024, "training.max_steps": 6}
 
 
-def swept(standin_cluster, tmp_path, rate, overrides):
+def swept(standin_cluster, tmp_path, rate, overrides, status="COMPLETED", **extra):
     """A run on the session's 3 nodes with the middle node's fabric egress at ``rate``."""
     slow = standin_cluster.nodes[1]
     standin.throttle(slow["container"], rate)
     try:
-        proc, run, results, _seconds = standin_cluster.run(tmp_path, aorta_training_overrides=overrides)
+        proc, run, results, _seconds = standin_cluster.run(tmp_path, aorta_training_overrides=overrides, **extra)
     finally:
         standin.throttle(slow["container"], "")
     assert run is not None, proc.stdout[-3000:]
-    assert run["status"] == "COMPLETED", run["message"]
+    assert run["status"] == status, run["message"]
     return slow["mgmt_ip"], run, results, proc
 
 
@@ -76,6 +76,15 @@ def test_a_node_whose_fabric_egress_is_throttled_is_named_alone_and_the_run_comp
     assert_named_alone(node, run, results, proc)
     # Slow, not silent: its heartbeats went through the same throttled egress and no node was missed.
     assert all(not row.get("silent_nodes") for row in run["nodes"])
+
+    # Below aorta_fabric_min_gbps: the head stops the run before any rank starts, naming that node
+    # first (not the head), and unhealthy.txt lists it alone for the next run.
+    node, run, results, proc = swept(standin_cluster, tmp_path, "200mbit", {}, "FAILED", aorta_fabric_min_gbps=1)
+    assert proc.returncode != 0 and run["first_failure"] == node, run["message"]
+    assert "below aorta_fabric_min_gbps 1" in run["message"], run["message"]
+    assert all(not row["progress"] or not any(row["progress"].values()) for row in run["nodes"]), "no rank trained"
+    assert (results / "unhealthy.txt").read_text().split("\t")[0] == node
+    assert standin_cluster.containers_left() == []
 
     # With ib_write_bw installed and no RDMA device, auto runs TCP (assert_named_alone checks the tool).
     fake_perftest(standin_cluster, present=True)
