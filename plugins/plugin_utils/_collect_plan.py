@@ -1,0 +1,97 @@
+# Copyright (c) aorta.cluster contributors
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""Which nodes' traces come to the controller in full (controller side, pure: no I/O).
+
+Private to this collection. Issue 41's modes, not yet wired into node_end and the play: at 1000
+nodes x 8 ranks the traces do not fit the controller (1-3 TB), and profiling fewer ranks is not the
+way out (ranks that do not profile wait on those that do). So each node analyses its own traces
+where they are, and the controller pulls in full only what a person will open: the nodes the
+analysis names, the next one after each (its ring neighbour, where a slow link's other end is),
+and a few drawn at random with a seed the report states, within a byte budget.
+
+``mode``: the one reader of aorta_collect_traces (``'sample' | bool`` is False in Jinja, so no
+template may read it). ``order``: the nodes to pull, in priority order, each with why. ``within``:
+what of that order fits the budget; the rest stay on their nodes, listed in the manifest.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+MODES = ("auto", "all", "sample", "none")
+_TRUE = ("true", "yes", "on", "1")
+_FALSE = ("false", "no", "off", "0", "")
+
+
+class CollectModeError(ValueError):
+    """aorta_collect_traces holds a value that is not one of its modes."""
+
+
+def mode(value: Any, nodes: int, all_max_nodes: int = 16) -> tuple[str, str]:
+    """(``all``, ``sample`` or ``none``, why) for aorta_collect_traces ``value`` on ``nodes`` nodes:
+    true and false stay all and none (the variable's old values); ``auto`` is all up to
+    ``all_max_nodes`` nodes (aorta_collect_all_max_nodes), sample above."""
+    if isinstance(value, bool):
+        return ("all", "aorta_collect_traces true") if value else ("none", "aorta_collect_traces false")
+    text = str(value if value is not None else "").strip().lower()
+    if text in _TRUE:
+        return "all", "aorta_collect_traces true"
+    if text in _FALSE:
+        return "none", "aorta_collect_traces false"
+    if text not in MODES:
+        raise CollectModeError(f"aorta_collect_traces: {value!r} is not one of {', '.join(MODES)} (or true, false)")
+    if text != "auto":
+        return text, f"aorta_collect_traces {text}"
+    if nodes <= all_max_nodes:
+        return "all", f"auto: {nodes} nodes, at most aorta_collect_all_max_nodes ({all_max_nodes})"
+    return "sample", f"auto: {nodes} nodes, more than aorta_collect_all_max_nodes ({all_max_nodes})"
+
+
+def order(nodes: Sequence[str], named: Iterable[str], sample_nodes: int = 2, seed: int = 0) -> list[dict[str, str]]:
+    """The nodes to pull in full, most wanted first, each ``{node, why}``: every node the analysis
+    names (slow node, the slow rank's node, a slow link), in the order given; then the next node in
+    rank order after each named one (wrapping to the head); then ``sample_nodes`` more drawn from
+    the rest with ``seed``. ``nodes``: every node that ran, in rank order. A name not among them is
+    left out (a node excluded before the launch has no trace)."""
+    index = {node: i for i, node in enumerate(nodes)}
+    picked: list[dict[str, str]] = []
+    seen: set[str] = set()
+
+    def add(node: str, why: str) -> None:
+        if node not in seen:
+            seen.add(node)
+            picked.append({"node": node, "why": why})
+
+    named_here = [node for node in dict.fromkeys(named) if node in index]
+    for node in named_here:
+        add(node, "named by the analysis")
+    for node in named_here:
+        after = nodes[(index[node] + 1) % len(nodes)]
+        add(after, f"the next node after {node}")
+    rest = [node for node in nodes if node not in seen]
+    for node in random.Random(seed).sample(rest, min(max(sample_nodes, 0), len(rest))):
+        add(node, f"drawn at random (seed {seed})")
+    return picked
+
+
+def within(
+    wanted: Sequence[Mapping[str, str]], sizes: Mapping[str, int], budget_bytes: int
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """(pulled, left) of ``wanted`` (``order``'s) in that order while the sum of their ``sizes``
+    (compressed bytes on the wire; a node with no size known counts 0) stays within
+    ``budget_bytes``. A node that does not fit is left (with why), and smaller ones after it are
+    still tried: a budget spent on one huge node should not cost every other one its place."""
+    pulled: list[dict[str, Any]] = []
+    left: list[dict[str, Any]] = []
+    spent = 0
+    for item in wanted:
+        size = int(sizes.get(item["node"], 0) or 0)
+        if spent + size <= budget_bytes:
+            spent += size
+            pulled.append(dict(item, bytes=size))
+        else:
+            left.append(dict(item, bytes=size, left=f"over the budget: {spent + size} of {budget_bytes} bytes"))
+    return pulled, left
