@@ -58,8 +58,10 @@ class Cluster:
         path.write_text(json.dumps(data))
         return path
 
-    def run(self, tmp_path: Path, inventory: Path | None = None, **extra_vars):
-        """aorta_multinode.yml with ``extra_vars``; returns (process, run.json or None, results dir, seconds)."""
+    def run(self, tmp_path: Path, inventory: Path | None = None, slow_link: bool = False, **extra_vars):
+        """aorta_multinode.yml with ``extra_vars``; returns (process, run.json or None, results dir, seconds).
+        Unless a test slowed a link on purpose (``slow_link``), the fabric sweep of every run must name
+        no node: a healthy stand-in named slow is a false finding, whatever the test is about."""
         results = tmp_path / f"results-{uuid.uuid4().hex[:6]}"
         started = time.monotonic()
         proc = self.playbook("-e", json.dumps({"aorta_results_dir": str(results), **extra_vars}), inventory=inventory)
@@ -67,7 +69,11 @@ class Cluster:
         # Kept beside the results (pytest keeps the last runs' tmp_path): a failure seen once is a bug.
         (tmp_path / f"{results.name}.ansible.log").write_text(proc.stdout + "\n--- stderr ---\n" + proc.stderr)
         run_json = results / "run.json"
-        return proc, json.loads(run_json.read_text()) if run_json.exists() else None, results, elapsed
+        record = json.loads(run_json.read_text()) if run_json.exists() else None
+        if record is not None and not slow_link:
+            sweep = record.get("fabric_sweep") or {}
+            assert not sweep.get("slow"), f"a healthy stand-in run named a slow link: {sweep}"
+        return proc, record, results, elapsed
 
     def start(
         self,

@@ -28,7 +28,9 @@ def swept(standin_cluster, tmp_path, rate, overrides, status="COMPLETED", **extr
     slow = standin_cluster.nodes[1]
     standin.throttle(slow["container"], rate)
     try:
-        proc, run, results, _seconds = standin_cluster.run(tmp_path, aorta_training_overrides=overrides, **extra)
+        proc, run, results, _seconds = standin_cluster.run(
+            tmp_path, slow_link=True, aorta_training_overrides=overrides, **extra
+        )
     finally:
         standin.throttle(slow["container"], "")
     assert run is not None, proc.stdout[-3000:]
