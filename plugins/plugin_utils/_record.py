@@ -273,16 +273,14 @@ def setup_failures(rows: Sequence[Mapping[str, Any]], hostvars: Mapping[str, Any
     return [message for message, _own in found], [own for _message, own in found]
 
 
-def health(
-    rows: Sequence[Mapping[str, Any]], hostvars: Mapping[str, Any], sweep: Mapping[str, Any] | None = None
-) -> dict[str, Any]:
+def health(rows: Sequence[Mapping[str, Any]], hostvars: Mapping[str, Any], sweep: Mapping[str, Any]) -> dict[str, Any]:
     """The nodes' health together (``health_record``): their fingerprints' drift and the nodes whose
     own preflight failed, from each row's node's preflight result and rescue, and the fabric sweep's
     (``fabric_sweep``: run.json's, whose nodes below aorta_fabric_min_gbps are unhealthy too)."""
     per_node = [_vars(hostvars, row.get("name")) for row in rows]
     messages, own = setup_failures(rows, hostvars)
     found = health_record(rows, [values.get("aorta_prepare", {}) for values in per_node], messages, own)
-    found["fabric_sweep"] = dict(sweep or fabric_sweep(rows))
+    found["fabric_sweep"] = dict(sweep)
     slow = below_min_gbps(rows, found["fabric_sweep"])
     if slow:
         found["unhealthy"] = [*found["unhealthy"], *slow]
@@ -552,7 +550,7 @@ def run_json(
         "nodes": rows,
         "drift": health_found["drift"],
         "link_errors": link_errors(rows),
-        "fabric_sweep": health_found.get("fabric_sweep") or fabric_sweep(rows),
+        "fabric_sweep": health_found["fabric_sweep"],
         "unhealthy": health_found["unhealthy"],
         "combined_traces": combined_traces(results_dir, collected),
         "collection_error": collect_failure,
@@ -580,7 +578,7 @@ def console_lines(
     lines += node_table(rows, every_node)
     lines += health_found["drift_lines"]
     lines += link_errors_line(link_errors(rows))
-    lines += fabric_sweep_line(health_found.get("fabric_sweep") or fabric_sweep(rows))
+    lines += fabric_sweep_line(health_found["fabric_sweep"])
     unhealthy = {str(node.get("name")) for node in health_found["unhealthy"]}
     if unhealthy and rows and all(str(row.get("name")) in unhealthy for row in rows):
         lines.append(

@@ -96,30 +96,28 @@ def _not_empty(value: Any) -> str | None:
     return "must not be empty" if value is None or not str(value).strip() else None
 
 
-def _above_zero(value: Any) -> str | None:
+def _number(value: Any) -> float:
     if isinstance(value, bool):
         raise ValueError("is not a number")
     try:
-        number = float(str(value).strip())
+        return float(str(value).strip())
     except ValueError:
         raise ValueError("is not a number") from None
+
+
+def _above_zero(value: Any) -> str | None:
+    number = _number(value)
     return None if math.isfinite(number) and number > 0 else "must be a number above 0"
 
 
 def _not_negative(value: Any) -> str | None:
-    if isinstance(value, bool):
-        raise ValueError("is not a number")
-    try:
-        number = float(str(value).strip())
-    except ValueError:
-        raise ValueError("is not a number") from None
+    number = _number(value)
     return None if math.isfinite(number) and number >= 0 else "must be a number, 0 or more"
 
 
 def _fraction(value: Any) -> str | None:
-    if _above_zero(value) is not None:
-        return "must be a fraction above 0 and at most 1"
-    return None if float(str(value).strip()) <= 1 else "must be a fraction above 0 and at most 1"
+    number = _number(value)
+    return None if math.isfinite(number) and 0 < number <= 1 else "must be a fraction above 0 and at most 1"
 
 
 def _names(value: Any) -> str | None:

@@ -319,7 +319,7 @@ class Supervisor:
             self._write("joining")
             refused = self._call_watch("join")
             if refused is None and str(self.status.get("watch_error", "")).startswith("join:"):
-                refused = f"could not join the head's aggregator: {self.status['watch_error'][6:]}"
+                refused = "could not join the head's aggregator: " + self.status["watch_error"].removeprefix("join: ")
             self._record_sweep()
             stop = getattr(self.watch, "join_stop", None)
             if isinstance(stop, dict) and stop.get("kind") == "fabric":

@@ -85,6 +85,7 @@ times the false findings under heavy noise.
 
 from __future__ import annotations
 
+import itertools
 import math
 import statistics
 
@@ -108,7 +109,8 @@ def shifts(n, count=ROUNDS):
         raise ValueError(f"a sweep needs n >= 1 nodes and count >= 0 rounds, not n={n} count={count}")
     wanted = min(count, n - 1)
     picked = []
-    for shift in [1, n // 2, n // 3, n // 4, *range(2, n)]:
+    # Lazily: the first few candidates usually suffice, and plan() is asked once per answer at the head.
+    for shift in itertools.chain((1, n // 2, n // 3, n // 4), range(2, n)):
         if len(picked) == wanted:
             break
         if 0 < shift < n and all(_shift_class(shift, n) != _shift_class(p, n) for p in picked):

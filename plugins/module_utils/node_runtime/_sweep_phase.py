@@ -48,7 +48,7 @@ class Phase:
         self.seconds = float(seconds)
         self.threshold = float(threshold)
         self.min_gbps = float(min_gbps or 0)
-        self.shifts = _sweep.shifts(len(self.nodes))  # once: every node's answer reads them
+        self.shifts = _sweep.shifts(len(self.nodes))
         self.rounds = len(self.shifts)
         self.round_s = self.seconds / self.rounds if self.rounds else 0.0
         self.endpoints = {}  # node -> {"address", "port", "tool"} or {"error"}
@@ -98,16 +98,15 @@ class Phase:
             return None
         rank, n = self.rank[node], len(self.nodes)
         plan = []
-        for r, shift in enumerate(self.shifts):  # _sweep.plan's, without its shifts computed again
-            send_to = (rank + shift) % n
-            partner = self.endpoints.get(self.nodes[send_to]) or {}
+        for step in _sweep.plan(n, rank):
+            partner = self.endpoints.get(self.nodes[step["send_to"]]) or {}
             plan.append(
                 {
-                    "round": r,
-                    "send_to": send_to,
+                    "round": step["round"],
+                    "send_to": step["send_to"],
                     "send_address": partner.get("address"),
                     "send_port": partner.get("port"),
-                    "recv_from": (rank - shift) % n,
+                    "recv_from": step["recv_from"],
                 }
             )
         return {

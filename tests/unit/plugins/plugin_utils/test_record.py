@@ -171,7 +171,7 @@ def test_health_reads_each_nodes_preflight_and_rescue():
         "c": {"aorta_prepare": {"failed": True, "own": False, "msg": "head failed"}},
     }
     rows = [{"name": name} for name in ("a", "b", "c")]
-    found = rr.health(rows, hostvars)
+    found = rr.health(rows, hostvars, rr.fabric_sweep(rows))
     assert found["unhealthy"] == [
         {"name": "a", "reasons": ["preflight[gpu]: a: 4 GPUs seen"]},
         {"name": "b", "reasons": ["b: Probe: unreachable"]},
@@ -309,7 +309,7 @@ def test_a_setup_that_stopped_with_no_nodes_own_failure_says_a_node_is_gone():
 
 def test_the_console_lines_say_why_only_when_it_matters():
     rows = [{"name": "a", "rank": 0, "state": "ok"}, {"name": "b", "rank": 1, "state": "failed", "exit_code": 1}]
-    healthy = {"drift_lines": [], "unhealthy": []}
+    healthy = {"drift_lines": [], "unhealthy": [], "fabric_sweep": {"ran": False, "why": "off"}}
     done = {"status": "COMPLETED", "message": "all 2 nodes completed"}
     lines = rr.console_lines("r1", "/res", done, {"summary": "COMPLETED", "node_errors": []}, rows[:1], healthy)
     assert lines == [
@@ -320,7 +320,11 @@ def test_the_console_lines_say_why_only_when_it_matters():
     lines = rr.console_lines("r1", "/res", done, {"summary": "ECC", "node_errors": [{"node": "a"}]}, rows[:1], healthy)
     assert lines[1] == "why: ECC"
     failed = {"status": "FAILED", "message": "FAILED on 1 of 2 nodes"}
-    sick = {"drift_lines": ["preflight[drift]: WARNING kernel"], "unhealthy": [{"name": "b"}]}
+    sick = {
+        "drift_lines": ["preflight[drift]: WARNING kernel"],
+        "unhealthy": [{"name": "b"}],
+        "fabric_sweep": {"ran": False, "why": "off"},
+    }
     lines = rr.console_lines("r1", "/res", failed, {"summary": "rank 2 died", "node_errors": []}, rows, sick)
     assert lines[1] == "why: rank 2 died" and lines[2].startswith("rank    1  b ") and len(lines) == 7
     assert lines[4:6] == [
@@ -335,7 +339,11 @@ def test_a_failures_console_lines_stay_short_and_suggest_no_empty_cluster_file()
     rows = [{"name": n, "rank": r, "state": "not_started"} for r, n in enumerate(("a", "b"))]
     reason = "every node: Probe: preflight[image]: r/p:nope is not on the node and cannot be pulled: " + "E" * 4000
     failed = {"status": "FAILED", "message": reason}
-    every = {"drift_lines": [], "unhealthy": [{"name": "a"}, {"name": "b"}]}
+    every = {
+        "drift_lines": [],
+        "unhealthy": [{"name": "a"}, {"name": "b"}],
+        "fabric_sweep": {"ran": False, "why": "off"},
+    }
     lines = rr.console_lines("r1", "/res", failed, {"summary": "FAILED: " + "w" * 500}, rows, every)
     assert lines[0].startswith("run r1: FAILED - every node: Probe: preflight[image]: r/p:nope is not on the node")
     assert lines[0].endswith("\u2026(details in run.json)") and len(lines[0]) == 300
