@@ -5,6 +5,10 @@ so they do not overlap), then measures in this one run, each in a fresh process:
   ratio_vs_orjson  our analyse() wall time, reading the file included / orjson.loads wall time on the
                    same bytes already read (target <= 0.5)
   rss_ratio        our peak RSS / raw file size (target <= 1.5)
+  rss_ratio_stdlib the same with msgspec disabled (_decode.msgspec = None: the json standard-library
+                   decoder a node without msgspec uses); no target, measured for docs/scale.md
+  seconds_stdlib   our analyse() wall time with msgspec disabled, reading the file included
+  stdlib_slowdown  seconds_stdlib / our analyse() wall time with msgspec
   ranks_speedup    several rank files: sequential / bounded process pool of 2 (target >= 1.7 on 2 cores)
 Last line: BENCH parse key=value ...
 """
@@ -61,6 +65,21 @@ def run_child(code: str) -> dict:
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
+def analyse_code(trace: Path, stdlib: bool) -> str:
+    """A child's code: analyse() of one trace, its wall time and peak RSS; with ``stdlib`` msgspec is
+    disabled first, as on a node without it (_decode falls back to the json standard library)."""
+    return (
+        "import json\n"
+        "from ansible_collections.aorta.cluster.plugins.module_utils.trace_analysis import _analysis, _decode\n"
+        + ("_decode.msgspec = None\n" if stdlib else "")
+        + "base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024\n"
+        f"t = time.perf_counter(); r = _analysis.analyse({str(trace)!r}); el = time.perf_counter() - t\n"
+        "peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024\n"
+        "print(json.dumps({'s': el, 'rss': peak, 'base': base, 'busy': r['gpu_timeline']['busy_time'], "
+        "'decoder': 'json' if _decode.msgspec is None else 'msgspec'}))\n"
+    )
+
+
 def main() -> int:
     with tempfile.TemporaryDirectory(prefix="aorta-bench-") as tmp:
         trace = Path(tmp) / "rank0_trace.json"
@@ -71,14 +90,10 @@ def main() -> int:
             "t = time.perf_counter(); orjson.loads(data); el = time.perf_counter() - t\n"
             "print(json.dumps({'s': el, 'rss': resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024}))\n"
         )
-        ours = run_child(
-            "import json\n"
-            "from ansible_collections.aorta.cluster.plugins.module_utils.trace_analysis import _analysis\n"
-            "base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024\n"
-            f"t = time.perf_counter(); r = _analysis.analyse({str(trace)!r}); el = time.perf_counter() - t\n"
-            "peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024\n"
-            "print(json.dumps({'s': el, 'rss': peak, 'base': base, 'busy': r['gpu_timeline']['busy_time']}))\n"
-        )
+        ours = run_child(analyse_code(trace, stdlib=False))
+        stdlib = run_child(analyse_code(trace, stdlib=True))
+        if (ours["decoder"], stdlib["decoder"]) != ("msgspec", "json"):
+            raise SystemExit(f"decoders {ours['decoder']} / {stdlib['decoder']}: msgspec is not installed here")
         # Several ranks: four files of a quarter of the size each, sequential vs a pool of 2.
         quarter = []
         for i in range(4):
@@ -96,13 +111,21 @@ def main() -> int:
     ratio = ours["s"] / orjson_run["s"]
     rss_ratio = (ours["rss"] - ours["base"]) / size
     speedup = pool["seq"] / pool["par"]
+    rss_ratio_stdlib = (stdlib["rss"] - stdlib["base"]) / size
+    slowdown = stdlib["s"] / ours["s"]
     print(
         f"trace {size / 1e6:.0f} MB: orjson.loads {orjson_run['s']:.2f}s (peak RSS {orjson_run['rss'] / 1e6:.0f} MB); "
         f"analyse {ours['s']:.2f}s (peak RSS {ours['rss'] / 1e6:.0f} MB, {ours['base'] / 1e6:.0f} MB before)"
     )
+    print(
+        f"analyse without msgspec (json standard library) {stdlib['s']:.2f}s "
+        f"(peak RSS {stdlib['rss'] / 1e6:.0f} MB, {stdlib['base'] / 1e6:.0f} MB before); "
+        f"GPU busy time {'the same' if stdlib['busy'] == ours['busy'] else 'DIFFERS'} both ways"
+    )
     print(f"4 ranks x {size / 4e6:.0f} MB: sequential {pool['seq']:.2f}s, pool of 2 {pool['par']:.2f}s")
     print(
         f"BENCH parse ratio_vs_orjson={ratio:.2f} rss_ratio={rss_ratio:.2f} ranks_speedup={speedup:.2f} "
+        f"rss_ratio_stdlib={rss_ratio_stdlib:.2f} seconds_stdlib={stdlib['s']:.2f} stdlib_slowdown={slowdown:.2f} "
         f"trace_mb={size / 1e6:.0f} targets=ratio<=0.5,rss<=1.5,speedup>=1.7"
     )
     return 0

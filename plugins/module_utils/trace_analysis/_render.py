@@ -338,15 +338,54 @@ def _fabric_rows(report: dict) -> list:
     return [_row("fabric-sweep", "fabric sweep", text, css)]
 
 
+def _named(nodes: list, most: int = 8) -> str:
+    """``a, b, ...``: at most ``most`` of the nodes by name, then how many more (the JSON names them all)."""
+    return ", ".join(nodes[:most]) + (f" and {len(nodes) - most} more" if len(nodes) > most else "")
+
+
+def _nodes(count: int) -> str:
+    return f"{count} node{'s' if count != 1 else ''}"
+
+
 def _some(nodes: list, most: int = 8) -> str:
     """``n nodes (a, b, ...)``, naming at most ``most`` of them (the JSON names them all)."""
-    named = ", ".join(nodes[:most]) + (f" and {len(nodes) - most} more" if len(nodes) > most else "")
-    return f"{len(nodes)} node{'s' if len(nodes) != 1 else ''} ({named})"
+    return f"{_nodes(len(nodes))} ({_named(nodes, most)})"
+
+
+def no_msgspec_warning(nodes: list) -> str:
+    """The report's one warning for the nodes that analysed their own traces with the standard
+    library's decoder (no msgspec): ``nodes`` by name, in rank order."""
+    return (
+        f"{_nodes(len(nodes))} analysed with the standard library's JSON decoder (no msgspec): {_named(nodes)}: "
+        "slower, and more memory per file (docs/scale.md)"
+    )
+
+
+def _seconds(value: float) -> str:
+    return f"{value:.1f} s" if value >= 1 else f"{value:.2f} s"
+
+
+def _node_analysis_rows(report: dict) -> list:
+    """How the nodes that analysed their own traces did it (trace_summary): how many, their median
+    and longest analysis time and the slowest; then, when some had no msgspec, the report's warning
+    (class ``bad``). No row for a report from full traces, nor for an earlier version's."""
+    analysed = report.get("node_analysis")
+    if not isinstance(analysed, dict) or not analysed.get("nodes"):
+        return []
+    text = f"analysed on the nodes: {_nodes(analysed['nodes'])}"
+    times = analysed.get("analysis_s") or {}
+    if times.get("median") is not None:
+        slowest = ", ".join(f"{r.get('node')} ({_seconds(r['analysis_s'])})" for r in analysed.get("slowest") or [])
+        text += f" in {_seconds(times['median'])} median, {_seconds(times['max'])} at most (slowest: {slowest})"
+    rows = [_row("node-analysis", "analysis", text)]
+    if analysed.get("without_msgspec"):
+        rows.append(_row("node-analysis-json", "no msgspec", no_msgspec_warning(analysed["without_msgspec"]), "bad"))
+    return rows
 
 
 def _traces_row(report: dict) -> dict | None:
     """Which nodes' traces the report holds in full (to open in Perfetto or TraceLens) and which it
-    knows only from the summaries the nodes made (aorta_parse_on_nodes); none for a report without
+    knows only from the summaries the nodes made (aorta_collect_traces sample or none); none for a report without
     the keys (an earlier version's) or without any rank."""
     full, summed = report.get("traces_in_full") or [], report.get("summaries_only") or []
     if not full and not summed:
@@ -392,6 +431,7 @@ def opening_rows(report: dict) -> list:
     traces = _traces_row(report)
     if traces:
         rows.append(traces)
+    rows += _node_analysis_rows(report)
     rows.append(_row("throughput", "throughput", _throughput(run, report["performance"])))
     rows.append(_row("step-time", "step time", _step_time(report)))
     rows.append(_finding(report))
@@ -842,12 +882,14 @@ def page_model(report: dict, out_dir: str | None = None) -> dict:
         f" and {len(skipped) - 5} more" if len(skipped) > 5 else ""
     )
     test = report.get("straggler_test") or {}
+    opening = opening_rows(report)
+    said = {row["text"] for row in opening}
     model = {
-        "opening": opening_rows(report),
+        "opening": opening,
         "files": files_beside(report, out_dir),
         "perfetto": PERFETTO,
         "what_next": what_next(report, out_dir),
-        "warnings": list(report.get("warnings") or []),
+        "warnings": [w for w in report.get("warnings") or [] if w not in said],  # said at the top
         "no_trace": report.get("no_trace"),
         "why": _why(report.get("diagnosis")),
         "baseline": _baseline(report.get("baseline")),

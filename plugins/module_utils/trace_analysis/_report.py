@@ -23,7 +23,10 @@ from ansible_collections.aorta.cluster.plugins.module_utils.trace_analysis._anal
     find_traces,
 )
 from ansible_collections.aorta.cluster.plugins.module_utils.trace_analysis._baseline import compare_baseline
-from ansible_collections.aorta.cluster.plugins.module_utils.trace_analysis._render import write_outputs
+from ansible_collections.aorta.cluster.plugins.module_utils.trace_analysis._render import (
+    no_msgspec_warning,
+    write_outputs,
+)
 from ansible_collections.aorta.cluster.plugins.module_utils.trace_analysis._stragglers import stragglers
 from ansible_collections.aorta.cluster.plugins.module_utils.trace_analysis._thresholds import (
     ReportError,
@@ -32,6 +35,8 @@ from ansible_collections.aorta.cluster.plugins.module_utils.trace_analysis._thre
 from ansible_collections.aorta.cluster.plugins.module_utils.trace_analysis._verdict import verdict
 
 _NODE_DIR = re.compile(r"(?:^|/)(node_\d+)/")
+# The nodes that took longest to analyse their own traces, named in node_analysis and on the page.
+SLOWEST_NODES = 5
 
 
 def _manifest(traces_dir: str) -> dict:
@@ -53,13 +58,40 @@ def held(rows: list, manifest: dict, from_summaries: bool) -> dict:
     """Which nodes' traces the report holds in full and which only as summaries: ``traces_in_full``,
     the nodes whose whole traces lie in its traces folder (read here; with the nodes' summaries,
     those combined_traces collected all the same), and ``summaries_only``, the nodes of ``rows``
-    known only from the summaries they made of their own traces (aorta_parse_on_nodes)."""
+    known only from the summaries they made of their own traces (aorta_collect_traces sample, none)."""
     nodes = sorted({str(r["node"]) for r in rows})
     if not from_summaries:
         return {"traces_in_full": nodes, "summaries_only": []}
     entries = [n for n in manifest.get("nodes") or [] if isinstance(n, dict) and "name" in n]
     collected = {str(n["name"]) for n in entries if n.get("collected") and n.get("files")}
     return {"traces_in_full": sorted(collected), "summaries_only": [n for n in nodes if n not in collected]}
+
+
+def _rank_order(row: dict) -> tuple:
+    """A node_analysis row's place: by rank, a row without an integer rank last, then by name."""
+    rank = row.get("rank")
+    return (0, rank, str(row.get("node"))) if isinstance(rank, int) else (1, 0, str(row.get("node")))
+
+
+def node_analysis(rows) -> dict | None:
+    """The report's ``node_analysis``, from the task's rows of the nodes that analysed their own
+    traces (one each: node, rank, decoder, analysis_s, files, bytes, peak_rss_mb): how many, those
+    with the standard library's decoder (no msgspec) by rank, the SLOWEST_NODES slowest rows as
+    given, the median and longest analysis time and the bytes analysed; None without a row (a
+    report from full traces)."""
+    rows = sorted((r for r in rows or [] if isinstance(r, dict)), key=_rank_order)
+    if not rows:
+        return None
+    timed = [r for r in rows if isinstance(r.get("analysis_s"), (int, float))]
+    times = [float(r["analysis_s"]) for r in timed]
+    return {
+        "nodes": len(rows),
+        "without_msgspec": [str(r.get("node")) for r in rows if r.get("decoder") == "json"],
+        # Stable: of equal times, the lower rank first.
+        "slowest": [dict(r) for r in sorted(timed, key=lambda r: r["analysis_s"], reverse=True)[:SLOWEST_NODES]],
+        "analysis_s": {"median": statistics.median(times) if times else None, "max": max(times, default=None)},
+        "bytes": sum(int(r["bytes"]) for r in rows if isinstance(r.get("bytes"), (int, float))),
+    }
 
 
 def _node_of(path: str, traces_dir: str, names: dict) -> str:
@@ -193,6 +225,7 @@ def build_report(
     expected_ranks=None,
     duration_seconds=None,
     clock_offsets=None,
+    node_analysis_rows=None,
 ) -> dict:
     """The whole report for a directory of traces (a combined_traces tree or any folder)."""
     if summaries is None and not os.path.isdir(traces_dir):
@@ -211,7 +244,8 @@ def build_report(
     if no_trace:
         errors.append({"file": traces_dir, "error": no_trace})
     ranks, seen, duplicates, unranked, source = _rank_rows(summaries, traces_dir, names, expected_ranks)
-    warnings = _run_warnings(summaries)
+    analysed = node_analysis(node_analysis_rows)
+    warnings = _run_warnings(summaries, analysed)
     world = expected_ranks or max([s.get("world_size") or 0 for s in summaries if "error" not in s] + [len(ranks)])
     missing = [r for r in range(world) if r not in seen]
     nodes = sorted({r["node"] for r in ranks})
@@ -237,6 +271,7 @@ def build_report(
         "per_rank_summary": ranks,
         "unranked_traces": unranked,
         **held(ranks + unranked, manifest, summaries_given),
+        "node_analysis": analysed,
         "stragglers": slow,
         "straggler_test": straggler_test,
         "_timeline": timeline,
@@ -298,8 +333,9 @@ def _rank_rows(summaries: list, traces_dir: str, names: dict, expected_ranks) ->
     return ranks, seen, duplicates, unranked, source
 
 
-def _run_warnings(summaries: list) -> list:
-    """The report's warnings: traces of more than one run (world size) in one folder."""
+def _run_warnings(summaries: list, analysed: dict | None = None) -> list:
+    """The report's warnings: traces of more than one run (world size) in one folder; nodes that
+    analysed their own traces without msgspec (``analysed``: node_analysis), one warning for all."""
     sizes: dict = {}
     for s in summaries:
         if "error" not in s and s.get("world_size"):
@@ -311,6 +347,8 @@ def _run_warnings(summaries: list) -> list:
             "traces of more than one run: world size "
             + " and ".join(f"{size} ({count} traces)" for size, count in sorted(sizes.items()))
         )
+    if analysed and analysed["without_msgspec"]:
+        warnings.append(no_msgspec_warning(analysed["without_msgspec"]))
     return warnings
 
 
@@ -376,6 +414,9 @@ def _rank_row(s: dict, node: str, traces_dir: str) -> dict:
 TASK_ARGUMENT_SPEC = {
     "traces_dir": {"type": "path", "required": True},
     "summaries": {"type": "list", "elements": "dict"},
+    # One row per node that analysed its own traces (trace_summary): node, rank, decoder ("msgspec" or
+    # "json"), analysis_s, files, bytes, peak_rss_mb; the report's node_analysis.
+    "node_analysis": {"type": "list", "elements": "dict"},
     "report_dir": {"type": "path", "required": True},
     "include_unlinked_kernels": {"type": "bool", "default": False},
     "expected_results": {"type": "dict", "default": {}},
@@ -597,6 +638,7 @@ def run_task(p: dict, check_mode: bool = False) -> tuple:
             duration_seconds=p["duration_seconds"],
             summaries=p["summaries"],
             clock_offsets=p.get("clock_offsets") or {},
+            node_analysis_rows=p.get("node_analysis"),
         )
     except ReportError as exc:
         return {"changed": False}, str(exc)

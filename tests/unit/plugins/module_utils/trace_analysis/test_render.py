@@ -395,3 +395,33 @@ def test_what_next_for_a_slow_link_says_where_to_look_and_how_to_keep_such_a_nod
         == "ansible-playbook aorta.cluster.aorta_multinode -i <your inventory> -e aorta_fabric_min_gbps=<Gbit/s> …"
     )
     _commands_are_the_collections([item])
+
+
+def test_the_opening_says_how_the_nodes_analysed_their_traces_and_warns_once_without_msgspec():
+    slow = {"node": "gpu-c", "rank": 2, "decoder": "json", "analysis_s": 41.3, "files": 8, "bytes": 8}
+    slow["peak_rss_mb"] = None
+    fast = dict(slow, node="gpu-a", rank=0, decoder="msgspec", analysis_s=0.5)
+    analysed = _report.node_analysis([fast, slow, dict(fast, node="gpu-b", rank=1, analysis_s=6.0)])
+    report = _report.build_report("/nowhere", summaries=[], node_analysis_rows=[fast, slow])
+    rows = _opening(dict(report, node_analysis=analysed))
+    assert rows["node-analysis"]["text"] == (
+        "analysed on the nodes: 3 nodes in 6.0 s median, 41.3 s at most "
+        "(slowest: gpu-c (41.3 s), gpu-b (6.0 s), gpu-a (0.50 s))"
+    )
+    assert rows["node-analysis-json"]["css"] == "bad"
+    assert (
+        rows["node-analysis-json"]["text"]
+        == report["warnings"][0]
+        == (
+            "1 node analysed with the standard library's JSON decoder (no msgspec): gpu-c: "
+            "slower, and more memory per file (docs/scale.md)"
+        )
+    )
+    html = _render.render_html(report)
+    assert html.count("(no msgspec)") == 1 and "Warning: 1 node analysed" not in html
+    # Every node with msgspec: the line alone; a report from full traces, or an earlier version's: neither.
+    rows = _opening(dict(report, node_analysis=_report.node_analysis([fast])))
+    assert rows["node-analysis"]["text"].startswith("analysed on the nodes: 1 node in 0.50 s median")
+    assert "node-analysis-json" not in rows
+    for earlier in (dict(report, node_analysis=None), {k: v for k, v in report.items() if k != "node_analysis"}):
+        assert not {i for i in _opening(earlier) if i.startswith("node-analysis")}

@@ -448,3 +448,82 @@ def test_a_sweep_that_did_not_run_or_named_nobody_gives_no_slow_link_and_says_so
     unresolved = [{"node": "gpu-b", "rank": 1, "direction": "send", "ratio": 0.3, "rounds": 1, "why": "one round"}]
     found = _report.fabric_sweep_summary({"fabric_sweep": {"ran": True, "unresolved": unresolved}})
     assert found["unresolved_count"] == 1 and found["not_measured_count"] == 0 and found["rounds"] == 0
+
+
+def _analysed(node: str, rank: int, decoder: str = "msgspec", analysis_s: float = 1.0, **extra) -> dict:
+    """One node_analysis row, as the action gives it for a node that analysed its own traces."""
+    row = {"node": node, "rank": rank, "decoder": decoder, "analysis_s": analysis_s, "files": 2, "bytes": 1000}
+    return {**row, "peak_rss_mb": 120.5, **extra}
+
+
+def test_node_analysis_counts_the_nodes_names_those_without_msgspec_by_rank_and_the_slowest():
+    rows = [
+        _analysed("n3", 3, "json", 9.0),
+        _analysed("n0", 0, analysis_s=2.0),
+        _analysed("n5", 5, analysis_s=4.0, peak_rss_mb=None),
+        _analysed("n1", 1, "json", 4.0),
+        _analysed("n2", 2, analysis_s=1.0),
+        _analysed("n4", 4, analysis_s=3.0),
+        _analysed("n6", 6, analysis_s=0.5),
+    ]
+    found = _report.node_analysis(rows)
+    assert found == {
+        "nodes": 7,
+        "without_msgspec": ["n1", "n3"],
+        # The given rows, the slowest first; of the two at 4 s, rank 1 before rank 5.
+        "slowest": [rows[0], rows[3], rows[2], rows[5], rows[1]],
+        "analysis_s": {"median": 3.0, "max": 9.0},
+        "bytes": 7000,
+    }
+    assert found["slowest"][0] is not rows[0]  # a copy: the report's rows are its own
+    # A report from full traces (the argument left out or empty): null.
+    assert _report.node_analysis(None) is None and _report.node_analysis([]) is None
+
+
+def test_nodes_that_analysed_their_traces_are_in_the_report_and_one_warning_names_those_without_msgspec(
+    tmp_path, combined_tree
+):
+    root = combined_tree(tmp_path, [50, 50, 50, 50], bad_file=False)
+    summaries = [
+        dict(_analysis.analyse(path), node=f"gpu-{'ab'[i // 2]}", file=f"/remote/{i}.json")
+        for i, path in enumerate(_analysis.find_traces(str(root)))
+    ]
+    rows = [_analysed("gpu-b", 1, "json", 12.0), _analysed("gpu-a", 0, analysis_s=3.0)]
+    result, failure = _task(root, summaries=summaries, node_analysis=rows)
+    assert failure == ""
+    warning = (
+        "1 node analysed with the standard library's JSON decoder (no msgspec): gpu-b: "
+        "slower, and more memory per file (docs/scale.md)"
+    )
+    assert result["report_warnings"] == [warning]
+    written = json.loads((root / "aorta_benchmark_report.json").read_text())
+    assert written["node_analysis"] == {
+        "nodes": 2,
+        "without_msgspec": ["gpu-b"],
+        "slowest": [rows[0], rows[1]],
+        "analysis_s": {"median": 7.5, "max": 12.0},
+        "bytes": 2000,
+    }
+    html = (root / "report.html").read_text()
+    line = "analysed on the nodes: 2 nodes in 7.5 s median, 12.0 s at most (slowest: gpu-b (12.0 s), gpu-a (3.0 s))"
+    assert line in html
+    assert html.count("(no msgspec)") == 1  # in the opening rows, not again among the warnings
+    # Every node with msgspec: no warning, the line still there.
+    result, failure = _task(root, summaries=summaries, node_analysis=[dict(r, decoder="msgspec") for r in rows])
+    assert failure == "" and result["report_warnings"] == []
+    assert json.loads((root / "aorta_benchmark_report.json").read_text())["node_analysis"]["without_msgspec"] == []
+    assert "(no msgspec)" not in (root / "report.html").read_text()
+    # A report from full traces: null, and neither line.
+    result, failure = _task(root)
+    assert failure == "" and result["report_warnings"] == []
+    assert json.loads((root / "aorta_benchmark_report.json").read_text())["node_analysis"] is None
+    assert "analysed on the nodes" not in (root / "report.html").read_text()
+
+
+def test_many_nodes_without_msgspec_are_one_warning_naming_the_first_eight():
+    rows = [_analysed(f"n{i:02d}", i, "json") for i in reversed(range(11))]
+    report = _report.build_report("/nowhere", summaries=[], node_analysis_rows=rows)
+    assert report["warnings"] == [
+        "11 nodes analysed with the standard library's JSON decoder (no msgspec): "
+        "n00, n01, n02, n03, n04, n05, n06, n07 and 3 more: slower, and more memory per file (docs/scale.md)"
+    ]
