@@ -42,6 +42,8 @@ class ActionModule(ControllerTaskAction):
             if not _record.ended(nodes, groups):
                 return {"skipped": "no node of aorta_nodes ended (aorta.cluster.node_end): nothing to collect"}
             found["nodes"] = _record.collected_nodes(nodes, groups)
+            if not found["nodes"]:
+                return {"skipped": "no node's traces were collected or listed (aorta_collect_traces none)"}
         if "expected_ranks" not in given:
             found["expected_ranks"] = _record.expected_ranks(
                 nodes,

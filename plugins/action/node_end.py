@@ -14,7 +14,8 @@ from typing import Any
 from ansible.errors import AnsibleConnectionFailure, AnsibleError
 
 from ansible_collections.aorta.cluster.plugins.action.run_wait import ActionModule as WaitAction
-from ansible_collections.aorta.cluster.plugins.plugin_utils import _interrupt, _pull, _settings, _stream
+from ansible_collections.aorta.cluster.plugins.module_utils.trace_analysis import _node_summary
+from ansible_collections.aorta.cluster.plugins.plugin_utils import _collect_plan, _interrupt, _pull, _settings, _stream
 from ansible_collections.aorta.cluster.plugins.plugin_utils._controller import controller_identity
 from ansible_collections.aorta.cluster.plugins.plugin_utils._launch import override_of
 from ansible_collections.aorta.cluster.plugins.plugin_utils._run import node_state, silent_reasons, torchrun_failure
@@ -34,6 +35,11 @@ def collect_floor(s: dict[str, Any], launch: dict[str, Any]) -> float:
     launch's start floor (the clock of the output directory when the container started)."""
     since = s["aorta_collect_since"]
     return float(since) if since is not None else float((launch.get("started") or {}).get("start_floor") or 0)
+
+
+def _node_summary_path(results_dir: str, rank: int) -> str:
+    """Where a node's summary file lands on the controller (kept: trace_parse reads it)."""
+    return os.path.join(results_dir, "node_summaries", f"node_{int(rank)}.json.gz")
 
 
 class ActionModule(WaitAction):
@@ -72,7 +78,7 @@ class ActionModule(WaitAction):
         record = self._record(s, launch, task_vars, node, wait)
         # polls: the remote commands the wait made (one when the watch saw the run end).
         result.update(changed=False, node_result=record, polls=wait.get("polls", 0))
-        self._finish(s, launch, task_vars, node, record, wait, seconds, result)
+        self._finish(s, launch, task_vars, total_nodes, record, wait, seconds, result)
         return result
 
     def _bind(self, s: dict[str, Any], node: str, watched: dict[str, Any]) -> None:
@@ -156,39 +162,90 @@ class ActionModule(WaitAction):
         s: dict[str, Any],
         launch: dict[str, Any],
         task_vars: dict[str, Any],
-        node: str,
+        total_nodes: int,
         record: dict[str, Any],
         wait: dict[str, Any],
         seconds: dict[str, float],
         result: dict[str, Any],
     ) -> None:
-        """Into ``result``: the node's teardown, its traces' collection, their times, the on-node summaries."""
+        """Into ``result``: the node's teardown, its summary (aorta_collect_traces sample or none), its
+        traces' collection (all; sample: the head's) or their listing where they stay, and the times.
+        The collection's row (a line per file) is kept in a file here, not in the task result."""
+        node = str(record["name"])
         gone = bool(wait.get("node_unreachable"))
         output = launch.get("collect_dir") or str(s["aorta_output_dir"])
         if not gone:
             started = time.monotonic()
             gone = self._end_on_node(s, launch, node, output, result)
             seconds["teardown"] = time.monotonic() - started
-        # The node's own summary of its traces where they are: before the collection, which may
-        # delete them (aorta_collect_delete_remote), and of the files the collection takes.
-        if s["aorta_parse_on_nodes"] and not gone and not self._task.check_mode:
+        mode, _why = _collect_plan.resolve(
+            s["aorta_collect_traces"], s["aorta_parse_on_nodes"], total_nodes, int(s["aorta_collect_all_max_nodes"])
+        )
+        if self._task.check_mode:
+            result["seconds"] = {part: round(value, 3) for part, value in seconds.items()}
+            return
+        # The node's own summary of its traces where they are (sample, none): before the collection,
+        # which may delete them (aorta_collect_delete_remote), and of the files the collection takes.
+        if _collect_plan.summarised(mode) and not gone:
             started = time.monotonic()
-            summary = self._execute_module(
+            result["summary"] = self._summarise(s, launch, task_vars, output)
+            seconds["summary"] = time.monotonic() - started
+        if mode != "none":
+            started = time.monotonic()
+            if _collect_plan.takes_traces(mode, int(s["aorta_node_rank"])) or gone:
+                row = self._collect(s, launch, record, output, gone, result.get("teardown_error", ""))
+            else:
+                row = self._on_node(s, launch, record, output, result.get("summary") or {})
+            result["collect"] = _pull.keep_row(str(s["aorta_results_dir_resolved"]), row)
+            seconds["collect"] = time.monotonic() - started
+        result["seconds"] = {part: round(value, 3) for part, value in seconds.items()}
+
+    def _summarise(self, s: dict[str, Any], launch: dict[str, Any], task_vars: dict[str, Any], output: str) -> dict:
+        """The node's summary file made on the node (trace_summary), fetched into the results
+        directory's node_summaries/ and checked against the node's sha256. ``{path, sha256, ...}`` (the
+        analysis' figures), or ``{error}``."""
+        run_id, rank = str(s["aorta_run_id_resolved"]), int(s["aorta_node_rank"])
+        remote = f"{launch.get('run_dir') or s['aorta_path'] + '/.aorta-cluster/' + run_id}/summary.json.gz"
+        results_dir = str(s["aorta_results_dir_resolved"])
+        try:
+            made = self._execute_module(
                 module_name="aorta.cluster.trace_summary",
                 module_args={
-                    "root": f"{s['aorta_path']}/{s['aorta_output_dir']}",
+                    "root": f"{s['aorta_path']}/{output}",
                     "since": collect_floor(s, launch),
                     "include_unlinked_kernels": bool(s["aorta_include_unlinked_kernels"]),
+                    "dest": remote,
                 },
                 task_vars=task_vars,
             )
-            result["summaries"] = summary.get("summaries", [])
-            seconds["summary"] = time.monotonic() - started
-        if s["aorta_collect_traces"] and not self._task.check_mode:
-            started = time.monotonic()
-            result["collect"] = self._collect(s, launch, record, output, gone, result.get("teardown_error", ""))
-            seconds["collect"] = time.monotonic() - started
-        result["seconds"] = {part: round(value, 3) for part, value in seconds.items()}
+        except AnsibleConnectionFailure as exc:
+            return {"error": f"summary: unreachable: {exc}"}
+        if made.get("failed"):
+            return {"error": f"summary: {made.get('msg') or 'failed'}"}
+        figures = dict(made.get("summary") or {})
+        local = _node_summary_path(results_dir, rank)
+        parallel = int(s["aorta_collect_parallel"])
+        pulled = self._pull(remote, local, str(figures.get("sha256", "")), parallel, results_dir)
+        if not pulled["ok"]:
+            return {"error": f"summary: pull failed: {pulled['msg']}"}
+        return dict(figures, remote=remote, path=local)
+
+    def _on_node(
+        self, s: dict[str, Any], launch: dict[str, Any], record: dict[str, Any], output: str, summary: dict[str, Any]
+    ) -> dict[str, Any]:
+        """The row of a node whose traces stay where they are (sample mode): every file the collection
+        would take, with its size, sha256 and ranks, as the node listed them in its summary file; where
+        they lie (root, since) for a pull later (playbooks/trace_collect.yml)."""
+        local = _pull.staging_path(str(s["aorta_results_dir_resolved"]), int(s["aorta_node_rank"]))
+        if summary.get("error") or not summary.get("path"):
+            error = summary.get("error") or "no summary: the node's traces were neither analysed nor listed"
+            return _pull.manifest_row(record, record["state"], None, local, error, {})
+        try:
+            files = _node_summary.read(summary["path"]).get("files") or []
+        except ValueError as exc:
+            return _pull.manifest_row(record, record["state"], None, local, str(exc), {})
+        row = _pull.manifest_row(record, record["state"], {"files": files}, local, "", {})
+        return dict(row, on_node={"root": f"{s['aorta_path']}/{output}", "since": collect_floor(s, launch)})
 
     def _excluded(self, s: dict[str, Any], task_vars: dict[str, Any], node: str, result: dict) -> dict[str, Any]:
         """A node preflight left out of the run (aorta_exclude_unhealthy): its lease let go, nothing

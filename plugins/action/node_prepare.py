@@ -14,7 +14,7 @@ from ansible.utils.display import Display
 from ansible_collections.aorta.cluster.plugins.action.node_probe import ActionModule as ProbeAction
 from ansible_collections.aorta.cluster.plugins.module_utils.node_runtime import _time_bounds
 from ansible_collections.aorta.cluster.plugins.module_utils.node_runtime._probe import PULL_ANSWER_S
-from ansible_collections.aorta.cluster.plugins.plugin_utils import _settings
+from ansible_collections.aorta.cluster.plugins.plugin_utils import _collect_plan, _settings
 from ansible_collections.aorta.cluster.plugins.plugin_utils._cluster_file import partial_cluster
 from ansible_collections.aorta.cluster.plugins.plugin_utils._launch import LaunchError, launch_mode
 from ansible_collections.aorta.cluster.plugins.plugin_utils._preflight import archive_images, message
@@ -91,6 +91,14 @@ def exclude(result: dict[str, Any]) -> dict[str, Any]:
         result["failures"] = result.get("failures") or [str(result.get("msg", "preflight failed"))]
         result.update(failed=False, excluded=True)
     return result
+
+
+def _collect_mode(s: dict[str, Any], task_vars: dict[str, Any]) -> str:
+    """aorta_collect_traces' mode for the cluster's node count (_collect_plan.resolve)."""
+    nodes = len((task_vars.get("groups") or {}).get("aorta_nodes") or [1])
+    return _collect_plan.resolve(
+        s["aorta_collect_traces"], s["aorta_parse_on_nodes"], nodes, int(s["aorta_collect_all_max_nodes"])
+    )[0]
 
 
 class ActionModule(ProbeAction):
@@ -286,7 +294,7 @@ class ActionModule(ProbeAction):
                 "extra_env": s["aorta_extra_env"] or {},
                 "slow_s": float(s["aorta_gpu_tool_slow_seconds"]),
                 "step_timeout": float(s["aorta_health_step_timeout"]),
-                "collect": bool(s["aorta_collect_traces"]),
+                "collect": _collect_mode(s, task_vars) != "none",  # none: no trace leaves the node
             },
         }
         if s["aorta_health_checks"]:

@@ -18,7 +18,6 @@ from __future__ import annotations
 from collections.abc import Callable, Collection, Mapping
 from typing import Any, ClassVar
 
-from ansible.module_utils.parsing.convert_bool import boolean
 from ansible.plugins.action import ActionBase
 
 from ansible_collections.aorta.cluster.plugins.module_utils.trace_analysis._report import TASK_ARGUMENT_SPEC, run_task
@@ -129,11 +128,13 @@ class ActionModule(ActionBase):
         self, task_vars: Mapping[str, Any], nodes: Mapping[str, Any], groups: Mapping[str, Any], given: Collection[str]
     ) -> dict[str, Any]:
         """The options the task did not give, from the nodes (none on a folder of traces given alone):
-        with aorta_parse_on_nodes, the summaries the nodes made (no trace is then read here); each
+        the summaries the nodes made of their own traces (aorta_collect_traces sample or none: no trace
+        is then read here) and how each node's analysis went; each
         node's clock offset; the ranks per node the launch used, else aorta_gpus_per_node."""
         found = self.where(task_vars)
-        if "summaries" not in given and boolean(self._variable(task_vars, "aorta_parse_on_nodes", False), strict=False):
-            found["summaries"] = _record.summaries(nodes, groups)
+        made = _record.summaries(nodes, groups) if "summaries" not in given else None
+        if made is not None:
+            found["summaries"], found["node_analysis"] = made
         if "clock_offsets" not in given:
             found["clock_offsets"] = _record.clock_offsets(nodes, groups)
         if "gpus_per_node" not in given:

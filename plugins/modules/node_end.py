@@ -53,20 +53,29 @@ node_result:
   returned: always
   type: dict
 collect:
-  description: The node's row for M(aorta.cluster.combined_traces) (files, error, pull_attempts; and
-    tree with arrived for a stream, archive with archive_sha256 for a pulled archive).
-  returned: when aorta_collect_traces
+  description:
+    - What of the node's manifest row the task result carries (rank, name, state, error, the count of
+      C(files), C(on_node)); the row itself, a line per file, is kept in C(row_file) on the controller,
+      where M(aorta.cluster.combined_traces) reads it, so the result stays small whatever the node holds.
+    - C(on_node) true (C(aorta_collect_traces) V(sample), a node other than the head) - its traces stay
+      on the node, each listed with its size and sha256.
+  returned: unless C(aorta_collect_traces) is V(none)
   type: dict
 seconds:
   description:
     - Where the node's end went, in seconds, for the parts that ran; V(wait) for the node's supervisor
-      to end, V(teardown) for its log and the backstop teardown, V(collect) for its traces.
+      to end, V(teardown) for its log and the backstop teardown, V(summary) for its own analysis and
+      its file's fetch, V(collect) for its traces.
   returned: always
   type: dict
   sample: {"wait": 0.4, "teardown": 0.6, "collect": 2.8}
-summaries:
-  description: The node's trace summaries (aorta_parse_on_nodes).
-  returned: when aorta_parse_on_nodes
-  type: list
-  elements: dict
+summary:
+  description:
+    - The node's summary of its own traces (C(aorta_collect_traces) V(sample) or V(none),
+      M(aorta.cluster.trace_summary)), fetched into the results directory's
+      C(node_summaries/node_<rank>.json.gz) and checked against its sha256 -
+      C(path), C(sha256), C(size) and the analysis' figures (C(analysis_s), C(decoder), C(peak_rss_mb), C(traces),
+      C(bytes)); or C(error).
+  returned: with aorta_collect_traces sample or none
+  type: dict
 """

@@ -39,8 +39,16 @@ options:
     description:
       - Per-file summaries made on the nodes by M(aorta.cluster.trace_summary), each with an added
         C(node) (inventory name); the report is then built from them and no trace is read here.
-      - "Left out with C(aorta_parse_on_nodes) true: the summaries every node of C(aorta_nodes) shipped
-        (its M(aorta.cluster.node_end) result C(aorta_end.summaries)), in node order."
+      - "Left out after a run whose nodes analysed their own traces (C(aorta_collect_traces) V(sample)
+        or V(none)): read from the summary file each node's M(aorta.cluster.node_end) fetched
+        (C(aorta_end.summary.path)), in node order."
+    type: list
+    elements: dict
+  node_analysis:
+    description:
+      - How each node's own analysis went, a row per node (C(node), C(rank), C(decoder), C(analysis_s),
+        C(traces), C(bytes), C(peak_rss_mb)); the report shows the times and names the nodes that had no msgspec.
+      - Left out after such a run, read from the same summary files.
     type: list
     elements: dict
   report_dir:

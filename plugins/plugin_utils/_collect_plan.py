@@ -3,20 +3,22 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 """Which nodes' traces come to the controller in full (controller side, pure: no I/O).
 
-Private to this collection. Issue 41's modes, not yet wired into node_end and the play: at 1000
+Private to this collection. At 1000
 nodes x 8 ranks the traces do not fit the controller (1-3 TB), and profiling fewer ranks is not the
 way out (ranks that do not profile wait on those that do). So each node analyses its own traces
 where they are, and the controller pulls in full only what a person will open: the nodes the
 analysis names, the next one after each (its ring neighbour, where a slow link's other end is),
 and a few drawn at random with a seed the report states, within a byte budget.
 
-``mode``: the one reader of aorta_collect_traces (``'sample' | bool`` is False in Jinja, so no
-template may read it). ``order``: the nodes to pull, in priority order, each with why. ``within``:
-what of that order fits the budget; the rest stay on their nodes, listed in the manifest.
+``resolve``: the one reader of aorta_collect_traces and aorta_parse_on_nodes (``'sample' | bool``
+is False in Jinja, so no template may read them). ``takes_traces``: whether a node's end streams its
+traces. ``order``: the nodes to pull after the report, in priority order, each with why;
+``within``: what of that order fits the budget; the rest stay on their nodes, listed in the manifest.
 """
 
 from __future__ import annotations
 
+import hashlib
 import random
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
@@ -48,6 +50,33 @@ def mode(value: Any, nodes: int, all_max_nodes: int = 16) -> tuple[str, str]:
     if nodes <= all_max_nodes:
         return "all", f"auto: {nodes} nodes, at most aorta_collect_all_max_nodes ({all_max_nodes})"
     return "sample", f"auto: {nodes} nodes, more than aorta_collect_all_max_nodes ({all_max_nodes})"
+
+
+def resolve(collect_traces: Any, parse_on_nodes: Any, nodes: int, all_max_nodes: int = 16) -> tuple[str, str]:
+    """``mode`` with aorta_parse_on_nodes: true there is a documented alias of ``sample`` (each node
+    analyses its own traces); with aorta_collect_traces false it stays ``none`` (nothing pulled), as
+    the two together meant before the modes."""
+    found, why = mode(collect_traces, nodes, all_max_nodes)
+    if str(parse_on_nodes).strip().lower() in _TRUE and found == "all":
+        return "sample", "aorta_parse_on_nodes true (an alias of aorta_collect_traces sample)"
+    return found, why
+
+
+def takes_traces(found: str, rank: int) -> bool:
+    """Whether a node's end streams its traces: every node with ``all``, the head alone with
+    ``sample`` (the rest come after the report, named), none with ``none``."""
+    return found == "all" or (found == "sample" and int(rank) == 0)
+
+
+def summarised(found: str) -> bool:
+    """Whether each node analyses its own traces where they are (``sample`` and ``none``)."""
+    return found in ("sample", "none")
+
+
+def seed_of(run_id: str) -> int:
+    """The sample's seed, from the run id: the report states it before the pull, and the same run
+    draws the same nodes again."""
+    return int(hashlib.sha256(str(run_id).encode()).hexdigest()[:8], 16) % 1_000_000
 
 
 def order(nodes: Sequence[str], named: Iterable[str], sample_nodes: int = 2, seed: int = 0) -> list[dict[str, str]]:

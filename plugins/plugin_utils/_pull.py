@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import hashlib
+import json
 import os
 import time
 from collections.abc import Callable, Iterator, Mapping
@@ -101,3 +102,32 @@ def manifest_row(
         "pull_msg": str(pull.get("msg", ""))[:300],
         "pull_attempts": int(pull.get("attempts", 1)),
     }
+
+
+def keep_row(results_dir: str, row: Mapping[str, Any]) -> dict[str, Any]:
+    """Write a node's manifest row (a line per file, the streamed tree's hashes) beside its staging
+    and return what its task result carries instead: the row's file and a few fields. A node's task
+    result then stays small whatever the node holds; combined_traces reads the row back (``row_of``)."""
+    path = os.path.join(results_dir, ".staging", f"node_{int(row['rank'])}", "row.json")
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    partial = f"{path}.partial"
+    with open(partial, "w", encoding="utf-8") as handle:
+        json.dump(row, handle)
+    os.replace(partial, path)
+    kept = {key: row.get(key) for key in ("rank", "name", "state", "error")}
+    return dict(kept, files=len(row.get("files") or []), on_node=bool(row.get("on_node")), row_file=path)
+
+
+def row_of(collect: Mapping[str, Any]) -> dict[str, Any]:
+    """A node's whole manifest row from its task result's ``collect``: read from ``row_file``, which
+    node_end wrote (an older result that carried the row itself is taken as it is)."""
+    if "row_file" not in collect:
+        return dict(collect)
+    try:
+        with open(str(collect["row_file"]), encoding="utf-8") as handle:
+            return json.load(handle)
+    except (OSError, ValueError) as exc:
+        return {key: collect.get(key) for key in ("rank", "name", "state")} | {
+            "files": [],
+            "error": f"the row node_end kept at {collect['row_file']} cannot be read: {exc}",
+        }

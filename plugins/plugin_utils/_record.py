@@ -19,6 +19,8 @@ import os
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
+from ansible_collections.aorta.cluster.plugins.module_utils.trace_analysis import _node_summary
+from ansible_collections.aorta.cluster.plugins.plugin_utils import _pull
 from ansible_collections.aorta.cluster.plugins.plugin_utils._cluster_file import healthy_cluster
 from ansible_collections.aorta.cluster.plugins.plugin_utils._diagnosis import diagnose_run
 from ansible_collections.aorta.cluster.plugins.plugin_utils._health_verdict import health_record, unhealthy_text
@@ -397,14 +399,36 @@ def context(settings: Mapping[str, Any], hostvars: Mapping[str, Any], groups: Ma
     }
 
 
-def summaries(hostvars: Mapping[str, Any], groups: Mapping[str, Any] | None) -> list[dict[str, Any]]:
-    """The per-file summaries the nodes made (aorta_parse_on_nodes: each ``aorta_end.summaries``),
-    each with its ``node``, in node order."""
-    return [
-        {**item, "node": host}
-        for host in nodes_of(groups)
-        for item in _dict(_vars(hostvars, host).get("aorta_end")).get("summaries") or []
-    ]
+def summaries(hostvars: Mapping[str, Any], groups: Mapping[str, Any] | None) -> tuple[list, list] | None:
+    """(the per-file summaries the nodes made of their own traces, each with its ``node``, in node
+    order; a row per node of how its analysis went, for the report's ``node_analysis``), read from
+    the summary file each node's end fetched (``aorta_end.summary.path``, aorta_collect_traces sample
+    or none); None when no node made one (the traces are then read on the controller). A node whose
+    summary failed or cannot be read is an error entry: its ranks are then missing, and said why."""
+    found: list[dict[str, Any]] = []
+    rows: list[dict[str, Any]] = []
+    made = False
+    for index, host in enumerate(nodes_of(groups)):
+        summary = _dict(_dict(_vars(hostvars, host).get("aorta_end")).get("summary"))
+        rank = _dict(_vars(hostvars, host).get("aorta_launch")).get("rank", index)
+        if not summary:
+            continue
+        made = True
+        try:
+            if summary.get("error"):
+                raise ValueError(str(summary["error"]))
+            body = _node_summary.read(str(summary.get("path")))
+        except ValueError as exc:
+            found.append({"file": f"{host}: its summary", "error": f"{host}: {exc}", "node": host})
+            continue
+        found += [{**item, "node": host} for item in body.get("summaries") or []]
+        figures = _dict(body.get("figures"))
+        rows.append({"node": host, "rank": rank, **{key: figures.get(key) for key in ANALYSIS_FIGURES}})
+    return (found, rows) if made else None
+
+
+# What the report shows of each node's own analysis (trace_summary's figures).
+ANALYSIS_FIGURES = ("decoder", "analysis_s", "traces", "bytes", "peak_rss_mb", "python")
 
 
 def clock_offsets(hostvars: Mapping[str, Any], groups: Mapping[str, Any] | None) -> dict[str, Any]:
@@ -427,7 +451,7 @@ def ended(hostvars: Mapping[str, Any], groups: Mapping[str, Any] | None) -> list
 def collected_nodes(hostvars: Mapping[str, Any], groups: Mapping[str, Any] | None) -> list[Any]:
     """combined_traces' ``nodes``: each ended node's ``aorta_end.collect``, where it has one."""
     ends = [_dict(_vars(hostvars, host).get("aorta_end")) for host in ended(hostvars, groups)]
-    return [end["collect"] for end in ends if "collect" in end]
+    return [_pull.row_of(end["collect"]) for end in ends if "collect" in end]
 
 
 def combined_traces(results_dir: str, collected: Mapping[str, Any]) -> dict[str, Any] | None:

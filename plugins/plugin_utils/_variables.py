@@ -25,6 +25,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from ansible_collections.aorta.cluster.plugins.module_utils.trace_analysis._thresholds import threshold_problems
+from ansible_collections.aorta.cluster.plugins.plugin_utils import _collect_plan
 from ansible_collections.aorta.cluster.plugins.plugin_utils._vocabulary import USER
 
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -133,6 +134,14 @@ def _one_of(*choices: str) -> Callable[[Any], str | None]:
     return rule
 
 
+def _collect_mode(value: Any) -> str | None:
+    try:
+        _collect_plan.mode(value, 1)
+    except _collect_plan.CollectModeError:
+        return f"must be one of {', '.join(_collect_plan.MODES)} (or true, false)"
+    return None
+
+
 def _override_keys(value: Any) -> str | None:
     if not isinstance(value, Mapping):
         return None  # the text forms are parsed (and checked) by _launch.override_tokens
@@ -152,6 +161,10 @@ RULES: dict[str, Callable[[Any], str | None]] = {
     "aorta_gpus_per_node": _at_least(1),
     "aorta_nproc_per_node": _optional(_at_least(1)),
     "aorta_collect_parallel": _at_least(1),
+    "aorta_collect_traces": _collect_mode,
+    "aorta_collect_all_max_nodes": _at_least(0),
+    "aorta_collect_sample_nodes": _at_least(0),
+    "aorta_collect_budget_gb": _not_negative,
     "aorta_min_free_gb": _at_least(0),
     # 0 or empty: pick a free port on the head.
     "aorta_master_port": _optional(_port, (None, "", 0, "0")),

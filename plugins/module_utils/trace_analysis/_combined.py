@@ -51,6 +51,11 @@ def collect_node(node, staging):
     if node.get("pull_attempts"):
         entry["pull_attempts"] = int(node["pull_attempts"])
     expected = {f["path"]: f for f in node.get("files") or []}
+    if node.get("on_node") and not entry["error"]:
+        # Sampled out (aorta_collect_traces sample): the traces stay on the node, listed as the node
+        # read them, with where they lie for a pull later (playbooks/trace_collect.yml).
+        entry.update(on_node=dict(node["on_node"]), files=[_listed(f) for f in expected.values()])
+        return entry
     archive = node.get("archive")
     if entry["error"] or not (archive or node.get("tree")):
         if not entry["error"] and not expected:
@@ -78,6 +83,12 @@ def collect_node(node, staging):
         entry["error"] = f"archive {archive}: {exc.strerror}{said}"
         return entry
     return _verify(entry, expected, target, names, arrived)
+
+
+def _listed(row):
+    """A file the node listed and kept: its path, size, sha256 and the ranks it declares."""
+    ranks = list(row.get("ranks") or [])
+    return {"path": row["path"], "size": int(row["size"]), "sha256": row["sha256"], "ranks": ranks}
 
 
 def _adopt_tree(node, entry, expected, target):
@@ -138,7 +149,9 @@ def build_manifest(params, entries):
         "unreachable_nodes": [
             e["name"] for e in entries if e["state"] == "unreachable" or (e["error"] or "").startswith("unreachable")
         ],
-        "nodes_not_collected": [e["name"] for e in entries if not e["collected"]],
+        "nodes_not_collected": [e["name"] for e in entries if not e["collected"] and not e.get("on_node")],
+        # Their traces stay on the node (sampled out), every file listed with its sha256.
+        "nodes_on_node": [e["name"] for e in entries if e.get("on_node")],
         "nodes": entries,
     }
 

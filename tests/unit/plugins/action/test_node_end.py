@@ -12,6 +12,7 @@ from types import SimpleNamespace
 from test_node_prepare import PREPARE, leases, run_vars
 
 from ansible_collections.aorta.cluster.plugins.action.node_end import ActionModule, collect_floor
+from ansible_collections.aorta.cluster.plugins.plugin_utils import _pull
 from ansible_collections.aorta.cluster.plugins.plugin_utils._run import node_state
 
 END = {"name": "End", "aorta.cluster.node_end": None, "register": "aorta_end"}
@@ -38,7 +39,8 @@ def test_each_nodes_new_files_are_pulled_checked_and_its_archive_removed(cluster
         assert end["teardown"]["changed"]  # the lease preflight took is released
         # Not launched: no wait; the teardown and the collection each timed.
         assert sorted(end["seconds"]) == ["collect", "teardown"] and min(end["seconds"].values()) > 0
-        row = end["collect"]
+        assert end["collect"]["files"] == 1 and len(str(end)) < 4000  # the row is kept in a file
+        row = _pull.row_of(end["collect"])
         assert row["error"] == "" and row["pull_attempts"] == 1 and row["rank"] == rank
         archive = tmp_path / "results" / ".staging" / f"node_{rank}" / "traces.tar"
         assert row["archive"] == str(archive)
@@ -123,7 +125,7 @@ def test_on_the_archive_path_a_node_with_nothing_new_is_collected_with_no_file(t
 
 
 def test_the_collect_floor_is_aorta_collect_since_else_the_launchs_start_floor():
-    # The node's summary (aorta_parse_on_nodes) and its collection take the same files: those at or
+    # The node's summary (aorta_collect_traces sample, none) and its collection take the same files: those at or
     # after this floor.
     launch = {"started": {"start_floor": 1796040000.5}}
     assert collect_floor({"aorta_collect_since": None}, launch) == 1796040000.5

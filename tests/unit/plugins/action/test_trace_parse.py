@@ -4,6 +4,7 @@ ansible_python_interpreter pointing at a Python without msgspec, the report is d
 
 from __future__ import annotations
 
+import gzip
 import json
 import shutil
 import sys
@@ -11,6 +12,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 from ansible_collections.aorta.cluster.plugins.action.trace_parse import ActionModule, headline_lines
+from ansible_collections.aorta.cluster.plugins.module_utils.trace_analysis import _node_summary
 
 
 def test_the_report_is_made_by_the_controllers_python_with_its_fast_decoder(play, tmp_path, combined_tree):
@@ -51,13 +53,29 @@ def action(args, check_mode=False, capture=None):
     return module
 
 
-def run_vars(parse_on_nodes=False, head="a"):
-    """Two nodes after a run: a's summaries and both clock offsets; with head b, node a was excluded."""
+def summary_file(tmp_path) -> str:
+    """Node a's summary file as its end fetched it (trace_summary's format)."""
+    path = tmp_path / "node_summaries" / "node_0.json.gz"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    body = {
+        "format": _node_summary.FORMAT,
+        "figures": {"decoder": "json", "analysis_s": 1.5, "traces": 1, "bytes": 10, "peak_rss_mb": 30.0},
+        "summaries": [{"file": "r0.json", "rank": 0}],
+        "files": [],
+    }
+    with gzip.open(path, "wt") as handle:
+        json.dump(body, handle)
+    return str(path)
+
+
+def run_vars(summary=None, head="a"):
+    """Two nodes after a run: with ``summary``, a's summary file (aorta_collect_traces sample or none);
+    both clock offsets; with head b, node a was excluded."""
     hostvars = {
         "a": {
             "aorta_launch": {"head": head, "nproc": 4} if head == "a" else {"head": head, "excluded": True},
             "aorta_prepare": {"derived": {"record": {"clock_offset_s": -0.5}}},
-            "aorta_end": {"summaries": [{"file": "r0.json", "rank": 0}]},
+            "aorta_end": {"summary": {"path": summary}} if summary else {},
         },
         "b": {
             "aorta_launch": {"nproc": 2},
@@ -65,22 +83,33 @@ def run_vars(parse_on_nodes=False, head="a"):
             "aorta_end": {},
         },
     }
-    return {
-        "groups": {"aorta_nodes": ["a", "b"]},
-        "hostvars": hostvars,
-        "aorta_parse_on_nodes": parse_on_nodes,
-        "aorta_gpus_per_node": 8,
-    }
+    return {"groups": {"aorta_nodes": ["a", "b"]}, "hostvars": hostvars, "aorta_gpus_per_node": 8}
 
 
-def test_what_the_task_leaves_out_comes_from_the_nodes():
+def test_what_the_task_leaves_out_comes_from_the_nodes(tmp_path):
     found: dict = {}
     out = action({"traces_dir": "/t", "report_dir": "/r"}, capture=found).run(task_vars=run_vars())
     assert not out.get("failed") and out["headline_lines"][0].startswith("report completed: avg step 0 ms")
     assert found["clock_offsets"] == {"a": -0.5, "b": 1.25} and found["gpus_per_node"] == 4
-    assert found["summaries"] is None  # without aorta_parse_on_nodes the traces are read
-    action({"traces_dir": "/t", "report_dir": "/r"}, capture=found).run(task_vars=run_vars(parse_on_nodes="yes"))
+    assert found.get("summaries") is None  # no node made a summary: the traces are read
+    summary = summary_file(tmp_path)
+    action({"traces_dir": "/t", "report_dir": "/r"}, capture=found).run(task_vars=run_vars(summary))
     assert found["summaries"] == [{"file": "r0.json", "rank": 0, "node": "a"}]
+    assert found["node_analysis"] == [
+        {"node": "a", "rank": 0, "decoder": "json", "analysis_s": 1.5, "traces": 1, "bytes": 10, "peak_rss_mb": 30.0}
+        | {"python": None}
+    ]
+
+
+def test_a_summary_that_cannot_be_read_is_an_error_naming_the_node(tmp_path):
+    found: dict = {}
+    broken = tmp_path / "node_0.json.gz"
+    broken.write_text("not gzip")
+    action({"traces_dir": "/t", "report_dir": "/r"}, capture=found).run(task_vars=run_vars(str(broken)))
+    assert len(found["summaries"]) == 1 and found["summaries"][0]["error"].startswith(
+        f"a: {broken}: not a node summary"
+    )
+    assert found["node_analysis"] == []
 
 
 def test_node_0_excluded_gives_the_heads_ranks_per_node_not_0():
@@ -92,11 +121,12 @@ def test_node_0_excluded_gives_the_heads_ranks_per_node_not_0():
 def test_what_the_task_gives_wins_and_a_folder_alone_has_no_nodes():
     found: dict = {}
     given = {"traces_dir": "/t", "report_dir": "/r", "summaries": [], "clock_offsets": {"x": 1.0}, "gpus_per_node": 3}
-    action(given, capture=found).run(task_vars=run_vars(parse_on_nodes=True))
+    action(given, capture=found).run(task_vars=run_vars())
     assert (found["summaries"], found["clock_offsets"], found["gpus_per_node"]) == ([], {"x": 1.0}, 3)
     # trace_report.yml: no aorta_nodes group; the role's default aorta_gpus_per_node.
+    found = {}
     action({"traces_dir": "/t", "report_dir": "/r"}, capture=found).run(task_vars={"aorta_gpus_per_node": "8"})
-    assert (found["summaries"], found["clock_offsets"], found["gpus_per_node"]) == (None, {}, 8)
+    assert (found.get("summaries"), found["clock_offsets"], found["gpus_per_node"]) == (None, {}, 8)
     # The module used outside the collection's plays: nothing of the collection's variables.
     action({"traces_dir": "/t", "report_dir": "/r"}, capture=found).run(task_vars={})
     assert found["gpus_per_node"] is None

@@ -61,3 +61,27 @@ def test_the_budget_keeps_the_order_and_still_fits_smaller_nodes_after_a_huge_on
     pulled, left = cp.within(wanted, {"a": 40, "b": 100, "c": 50, "d": 10}, budget_bytes=100)
     assert [p["node"] for p in pulled] == ["a", "c", "d"] and [item["node"] for item in left] == ["b"]
     assert left[0]["left"] == "over the budget: 140 of 100 bytes" and sum(p["bytes"] for p in pulled) == 100
+
+
+def test_parse_on_nodes_is_an_alias_of_sample_and_keeps_none():
+    assert cp.resolve(True, True, 3)[0] == "sample"
+    assert cp.resolve("auto", "true", 3) == (
+        "sample",
+        "aorta_parse_on_nodes true (an alias of aorta_collect_traces sample)",
+    )
+    assert cp.resolve(False, True, 3)[0] == "none"
+    assert cp.resolve("auto", False, 17, 16)[0] == "sample"
+    assert cp.resolve("auto", False, 2, 16)[0] == "all"
+
+
+def test_who_streams_traces_at_the_end_and_who_summarises():
+    assert [cp.takes_traces("all", r) for r in (0, 5)] == [True, True]
+    assert [cp.takes_traces("sample", r) for r in (0, 5)] == [True, False]
+    assert [cp.takes_traces("none", r) for r in (0, 5)] == [False, False]
+    assert [cp.summarised(m) for m in ("all", "sample", "none")] == [False, True, True]
+
+
+def test_the_seed_comes_from_the_run_id():
+    assert cp.seed_of("20261206T000000-a1b2c3") == cp.seed_of("20261206T000000-a1b2c3")
+    assert cp.seed_of("20261206T000000-a1b2c3") != cp.seed_of("20261206T000000-a1b2c4")
+    assert 0 <= cp.seed_of("x") < 1_000_000

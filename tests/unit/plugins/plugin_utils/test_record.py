@@ -6,6 +6,7 @@ docs/samples/run.json is rebuilt, whole, from the results that made it."""
 from __future__ import annotations
 
 import copy
+import gzip
 import json
 import shutil
 import tempfile
@@ -13,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from ansible_collections.aorta.cluster.plugins.module_utils.trace_analysis._node_summary import FORMAT
 from ansible_collections.aorta.cluster.plugins.plugin_utils import _record as rr
 from ansible_collections.aorta.cluster.plugins.plugin_utils._cluster_file import ClusterFileError
 
@@ -220,20 +222,40 @@ def test_the_context_is_what_ran_with_what():
     assert (found["nodes"], found["gpus_per_node"], found["launch_mode"]) == (1, None, None)
 
 
-def test_summaries_and_clock_offsets_come_from_every_node_in_order():
+def summary_at(path, summaries, decoder="msgspec"):
+    """A node's summary file as its end fetched it (trace_summary's format); its path."""
+    body = {"format": FORMAT, "figures": {"decoder": decoder, "analysis_s": 0.5}, "summaries": summaries, "files": []}
+    with gzip.open(path, "wt") as handle:
+        json.dump(body, handle)
+    return str(path)
+
+
+def test_summaries_and_clock_offsets_come_from_every_node_in_order(tmp_path):
     hostvars, groups = sample_vars()
-    hostvars["192.168.144.2"]["aorta_end"]["summaries"] = [{"file": "r2.json", "rank": 2}]
-    hostvars["192.168.128.2"]["aorta_end"]["summaries"] = [{"file": "r0.json", "node": "stale"}, {"file": "r1.json"}]
-    assert rr.summaries(hostvars, groups) == [
+    assert rr.summaries(hostvars, groups) is None  # no node made one: the traces are read
+    second = summary_at(tmp_path / "n1.json.gz", [{"file": "r2.json", "rank": 2}], decoder="json")
+    first = summary_at(tmp_path / "n0.json.gz", [{"file": "r0.json", "node": "stale"}, {"file": "r1.json"}])
+    hostvars["192.168.144.2"]["aorta_end"]["summary"] = {"path": second}
+    hostvars["192.168.128.2"]["aorta_end"]["summary"] = {"path": first}
+    found, rows = rr.summaries(hostvars, groups)
+    assert found == [
         {"file": "r0.json", "node": "192.168.128.2"},
         {"file": "r1.json", "node": "192.168.128.2"},
         {"file": "r2.json", "rank": 2, "node": "192.168.144.2"},
     ]
+    assert [(row["node"], row["rank"], row["decoder"], row["analysis_s"]) for row in rows] == [
+        ("192.168.128.2", 0, "msgspec", 0.5),
+        ("192.168.144.2", 1, "json", 0.5),
+    ]
+    # A node whose summary failed on the way: an error naming it, its ranks then missing.
+    hostvars["192.168.144.2"]["aorta_end"]["summary"] = {"error": "summary: pull failed: timed out"}
+    found, rows = rr.summaries(hostvars, groups)
+    assert found[-1]["error"] == "192.168.144.2: summary: pull failed: timed out" and len(rows) == 1
     assert rr.clock_offsets(hostvars, groups) == {"192.168.128.2": 0.0, "192.168.144.2": 0.25}
     hostvars["192.168.144.2"].pop("aorta_prepare")
     assert rr.clock_offsets(hostvars, groups) == {"192.168.128.2": 0.0}
     # A folder of traces given alone: no nodes.
-    assert rr.summaries({}, {}) == [] and rr.clock_offsets({}, {"all": ["localhost"]}) == {}
+    assert rr.summaries({}, {}) is None and rr.clock_offsets({}, {"all": ["localhost"]}) == {}
 
 
 def test_combined_traces_takes_each_ended_nodes_collection():

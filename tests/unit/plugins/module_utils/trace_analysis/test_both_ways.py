@@ -2,7 +2,7 @@
 """The same report either way (issue 41): 1024 ranks (128 nodes x 8) with one slow node and one
 straggler rank elsewhere, analysed from the full traces on the controller (the combined_traces tree,
 as aorta_collect_traces leaves it) and from the summaries each node made of its own output directory
-(aorta_parse_on_nodes: trace_summary on the node, its JSON result, the controller's merge). Both
+(aorta_collect_traces sample: trace_summary on the node, its summary file, the controller's merge). Both
 routes run the code the playbook runs, in-process: trace_summary's main() per node, the combined
 tree's writer, and trace_parse's action with its task variables."""
 
@@ -160,14 +160,15 @@ def combined_tree(results: Path, outputs: dict) -> Path:
     return results / "combined_traces"
 
 
-def summarise_on_node(output: Path, monkeypatch) -> list:
-    """trace_summary on the node, with the standard library's decoder (a node without msgspec)."""
+def summarise_on_node(output: Path, dest: Path, monkeypatch) -> dict:
+    """trace_summary on the node, with the standard library's decoder (a node without msgspec),
+    writing its summary file; what its task result carries (the file's path, hash and figures)."""
     with monkeypatch.context() as patch:
         patch.setattr(_decode, "msgspec", None)
-        return run_module(trace_summary, {"root": str(output), "since": FLOOR})["summaries"]
+        return run_module(trace_summary, {"root": str(output), "since": FLOOR, "dest": str(dest)})["summary"]
 
 
-def trace_parse(args: dict, hostvars: dict, parse_on_nodes: bool) -> dict:
+def trace_parse(args: dict, hostvars: dict) -> dict:
     """trace_parse's action in-process, after a run of the 128 nodes."""
     task = SimpleNamespace(args=args, async_val=0, check_mode=False, action="aorta.cluster.trace_parse")
     connection = SimpleNamespace(_shell=SimpleNamespace(tmpdir=None))
@@ -176,7 +177,6 @@ def trace_parse(args: dict, hostvars: dict, parse_on_nodes: bool) -> dict:
     task_vars = {
         "groups": {"aorta_nodes": HOSTS},
         "hostvars": hostvars,
-        "aorta_parse_on_nodes": parse_on_nodes,
         "aorta_gpus_per_node": PER_NODE,
     }
     result = module.run(task_vars=task_vars)
@@ -190,7 +190,7 @@ def baseline(tmp_path_factory) -> Path:
     root = tmp_path_factory.mktemp("baseline")
     tree = combined_tree(root, node_outputs(root, 16, seed=5, slow=False))
     args = {"traces_dir": str(tree), "report_dir": str(root / "report"), "expected_ranks": 16 * PER_NODE}
-    trace_parse(args, {}, parse_on_nodes=False)
+    trace_parse(args, {})
     return root / "report" / "aorta_benchmark_report.json"
 
 
@@ -223,12 +223,15 @@ def test_the_report_from_node_summaries_is_the_full_trace_report(tmp_path, monke
     task = {"expected_results": EXPECTED, "baseline": str(baseline)}
     # (A) aorta_collect_traces: every node's traces on the controller, analysed there.
     tree = str(combined_tree(results, outputs))
-    full = trace_parse(dict(task, traces_dir=tree, report_dir=str(results / "full")), hostvars, False)
-    # (B) aorta_parse_on_nodes: the same traces summarised where they lie; none on the controller.
-    for host, output in outputs.items():
-        hostvars[host]["aorta_end"] = {"summaries": summarise_on_node(output, monkeypatch)}
+    full = trace_parse(dict(task, traces_dir=tree, report_dir=str(results / "full")), hostvars)
+    # (B) aorta_collect_traces sample or none: the same traces summarised where they lie, each
+    # node's summary a file (none on the controller but those files); its task result stays small.
+    for rank, (host, output) in enumerate(outputs.items()):
+        kept = summarise_on_node(output, results / "node_summaries" / f"node_{rank}.json.gz", monkeypatch)
+        assert len(json.dumps(kept)) < 1024 and kept["decoder"] == "json"
+        hostvars[host]["aorta_end"] = {"summary": kept}
     elsewhere = str(tmp_path / "not-collected" / "combined_traces")
-    summed = trace_parse(dict(task, traces_dir=elsewhere, report_dir=str(results / "summed")), hostvars, True)
+    summed = trace_parse(dict(task, traces_dir=elsewhere, report_dir=str(results / "summed")), hostvars)
 
     a, b = report_of(full), report_of(summed)
     for name in FIGURES:
