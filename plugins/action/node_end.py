@@ -245,7 +245,8 @@ class ActionModule(WaitAction):
         except ValueError as exc:
             return _pull.manifest_row(record, record["state"], None, local, str(exc), {})
         row = _pull.manifest_row(record, record["state"], {"files": files}, local, "", {})
-        return dict(row, on_node={"root": f"{s['aorta_path']}/{output}", "since": collect_floor(s, launch)})
+        where = {"root": f"{s['aorta_path']}/{output}", "since": collect_floor(s, launch), "aorta_path": s["aorta_path"]}
+        return dict(row, on_node=where)
 
     def _excluded(self, s: dict[str, Any], task_vars: dict[str, Any], node: str, result: dict) -> dict[str, Any]:
         """A node preflight left out of the run (aorta_exclude_unhealthy): its lease let go, nothing
@@ -295,23 +296,33 @@ class ActionModule(WaitAction):
     def _collect(
         self, s: dict[str, Any], launch: dict[str, Any], record: dict[str, Any], output: str, gone: bool, why: str
     ) -> dict[str, Any]:
-        results_dir = str(s["aorta_results_dir_resolved"])
-        rank = int(s["aorta_node_rank"])
-        local = _pull.staging_path(results_dir, rank)
+        """The node's new files brought here (``fetch``), and with aorta_collect_delete_remote its
+        output directory removed once they arrived verified."""
         if gone:
+            local = _pull.staging_path(str(s["aorta_results_dir_resolved"]), int(s["aorta_node_rank"]))
             error = why or "unreachable during the run (not asked again)"
             return _pull.manifest_row(record, record["state"], None, local, error, {})
-        run_id = str(s["aorta_run_id_resolved"])
-        remote = f"{s['aorta_path']}/.aorta-cluster/{run_id}/traces.tar"
-        floor = collect_floor(s, launch)
-        argv = self._stream_argv(s, output, floor)
+        row = self.fetch(s, record, f"{s['aorta_path']}/{output}", collect_floor(s, launch))
+        if not row["error"] and row["files"]:
+            self._delete_remote(s, launch)
+        return row
+
+    def fetch(self, s: dict[str, Any], record: dict[str, Any], root: str, floor: float) -> dict[str, Any]:
+        """The files under the node's ``root`` modified at or after ``floor``, streamed over the
+        node's ssh (else packed there and pulled), into the results directory's staging; the node's
+        manifest row. ``s``: aorta_results_dir_resolved, aorta_node_rank, aorta_run_id_resolved,
+        aorta_path, aorta_collect_compression, aorta_collect_parallel."""
+        results_dir = str(s["aorta_results_dir_resolved"])
+        local = _pull.staging_path(results_dir, int(s["aorta_node_rank"]))
+        argv = self._stream_argv(s, root, floor)
         if argv is not None:
-            return self._streamed(s, launch, record, argv, local)
+            return self._streamed(s, record, argv, local)
+        remote = f"{s['aorta_path']}/.aorta-cluster/{s['aorta_run_id_resolved']}/traces.tar"
         try:
             pack = self._execute_module(
                 module_name="aorta.cluster.trace_pack",
                 module_args={
-                    "root": f"{s['aorta_path']}/{output}",
+                    "root": root,
                     "since": floor,
                     "archive": remote,
                     "compression": s["aorta_collect_compression"],
@@ -330,8 +341,6 @@ class ActionModule(WaitAction):
             remote, local, str(pack.get("archive_sha256", "")), int(s["aorta_collect_parallel"]), results_dir
         )
         error = "" if pull["ok"] else f"pull failed: {pull['msg']}"
-        if pull["ok"]:
-            self._delete_remote(s, launch)
         with contextlib.suppress(AnsibleError):
             self._low_level_execute_command("rm -f -- " + shlex.quote(remote), sudoable=False)
         return _pull.manifest_row(record, record["state"], pack, local, error, pull)
@@ -346,7 +355,7 @@ class ActionModule(WaitAction):
                 "rm -rf -- " + shlex.quote(f"{s['aorta_path']}/{s['aorta_output_dir']}"), sudoable=False
             )
 
-    def _stream_argv(self, s: dict[str, Any], output: str, floor: float) -> list[bytes] | None:
+    def _stream_argv(self, s: dict[str, Any], root: str, floor: float) -> list[bytes] | None:
         """The ssh command that streams this node's files, over the task's own ssh connection (its
         options and control socket); None where that cannot be done (another connection plugin, a
         password to type), and the node packs an archive that is then fetched instead."""
@@ -356,19 +365,19 @@ class ActionModule(WaitAction):
         try:
             if connection.get_option("password") or self._play_context.password:
                 return None
-            python = str(self._templar.template(self._vars.get("ansible_python_interpreter")) or "python3")
+            python = str(self._templar.template(self._interpreter()) or "python3")
             if python.startswith("auto"):
                 python = "python3"
-            command = _stream.remote_command(
-                python, f"{s['aorta_path']}/{output}", floor, str(s["aorta_collect_compression"])
-            )
+            command = _stream.remote_command(python, root, floor, str(s["aorta_collect_compression"]))
             return connection._build_command(connection.get_option("ssh_executable"), "ssh", connection.host, command)
         except (AnsibleError, KeyError, AttributeError):
             return None
 
-    def _streamed(
-        self, s: dict[str, Any], launch: dict[str, Any], record: dict[str, Any], argv: list[bytes], local: str
-    ) -> dict[str, Any]:
+    def _interpreter(self) -> Any:
+        """The node's ansible_python_interpreter (a delegated task's: its node's, not the controller's)."""
+        return self._vars.get("ansible_python_interpreter")
+
+    def _streamed(self, s: dict[str, Any], record: dict[str, Any], argv: list[bytes], local: str) -> dict[str, Any]:
         """Pack, transfer and unpack at once (plugin_utils/_stream.py), at most aorta_collect_parallel
         nodes at a time; a dropped stream is retried whole."""
         results_dir = str(s["aorta_results_dir_resolved"])
@@ -385,7 +394,6 @@ class ActionModule(WaitAction):
         )
         if not pull["ok"]:
             return _pull.manifest_row(record, record["state"], None, local, f"pull failed: {pull['msg']}", pull)
-        self._delete_remote(s, launch)
         got = pull["value"]
         pack = {"files": got["files"], "compression": got["compression"]}
         row = _pull.manifest_row(record, record["state"], pack, local, "", pull)

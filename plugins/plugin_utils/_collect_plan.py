@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import hashlib
 import random
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from typing import Any
 
 MODES = ("auto", "all", "sample", "none")
@@ -79,12 +79,19 @@ def seed_of(run_id: str) -> int:
     return int(hashlib.sha256(str(run_id).encode()).hexdigest()[:8], 16) % 1_000_000
 
 
-def order(nodes: Sequence[str], named: Iterable[str], sample_nodes: int = 2, seed: int = 0) -> list[dict[str, str]]:
+def order(
+    nodes: Sequence[str],
+    named: Iterable[str],
+    sample_nodes: int = 2,
+    seed: int = 0,
+    drawable: Collection[str] | None = None,
+) -> list[dict[str, str]]:
     """The nodes to pull in full, most wanted first, each ``{node, why}``: every node the analysis
     names (slow node, the slow rank's node, a slow link), in the order given; then the next node in
     rank order after each named one (wrapping to the head); then ``sample_nodes`` more drawn from
-    the rest with ``seed``. ``nodes``: every node that ran, in rank order. A name not among them is
-    left out (a node excluded before the launch has no trace)."""
+    the rest with ``seed`` (only from ``drawable`` when given: the nodes whose traces are still to
+    come). ``nodes``: every node that ran, in rank order. A name not among them is left out (a node
+    excluded before the launch has no trace)."""
     index = {node: i for i, node in enumerate(nodes)}
     picked: list[dict[str, str]] = []
     seen: set[str] = set()
@@ -100,7 +107,7 @@ def order(nodes: Sequence[str], named: Iterable[str], sample_nodes: int = 2, see
     for node in named_here:
         after = nodes[(index[node] + 1) % len(nodes)]
         add(after, f"the next node after {node}")
-    rest = [node for node in nodes if node not in seen]
+    rest = [node for node in nodes if node not in seen and (drawable is None or node in drawable)]
     for node in random.Random(seed).sample(rest, min(max(sample_nodes, 0), len(rest))):
         add(node, f"drawn at random (seed {seed})")
     return picked
@@ -124,3 +131,59 @@ def within(
         else:
             left.append(dict(item, bytes=size, left=f"over the budget: {spent + size} of {budget_bytes} bytes"))
     return pulled, left
+
+
+def named_by(report: Mapping[str, Any]) -> list[str]:
+    """The nodes the report names, most wanted first: slow nodes, the slow ranks' nodes, slow links
+    (each as the report writes it: the node's name or management address)."""
+    named = [str(item.get("node")) for item in report.get("slow_nodes") or []]
+    named += [str(item.get("node")) for item in report.get("stragglers") or []]
+    named += [str(item.get("node")) for item in report.get("slow_links") or []]
+    return [node for node in dict.fromkeys(named) if node and node != "None"]
+
+
+def _kept_bytes(entry: Mapping[str, Any]) -> int:
+    return sum(int(row.get("size") or 0) for row in entry.get("files") or [])
+
+
+def pull_plan(
+    manifest: Mapping[str, Any],
+    report: Mapping[str, Any],
+    sample_nodes: int,
+    seed: int,
+    budget_bytes: int,
+    asked: Sequence[Any] | None = None,
+) -> dict[str, list[dict[str, Any]]]:
+    """``{pull, left}``: the nodes whose traces the manifest lists ``on_node`` to pull now, each
+    ``{node, rank, why, bytes}``. After the report (``asked`` None): ``order`` over every node of the
+    manifest (named by ``report``, the next after each, ``sample_nodes`` drawn with ``seed``), kept to
+    the nodes still on their node, ``within`` ``budget_bytes`` (the files' sizes as the nodes listed
+    them). Asked by name or rank (playbooks/trace_collect.yml): those nodes, no budget; a name the
+    manifest does not hold is left with why."""
+    entries = sorted(manifest.get("nodes") or [], key=lambda entry: int(entry["rank"]))
+    by_key: dict[str, Mapping[str, Any]] = {}
+    for entry in entries:
+        for key in (entry.get("name"), entry.get("mgmt_ip"), entry.get("rank")):
+            if key is not None:
+                by_key.setdefault(str(key), entry)
+    if asked is not None:
+        pull, left = [], []
+        for key in dict.fromkeys(str(item) for item in asked):
+            entry = by_key.get(key)
+            if entry is None:
+                left.append({"node": key, "left": "not a node of this run's manifest"})
+            elif not entry.get("on_node"):
+                left.append({"node": str(entry["name"]), "left": "already in combined_traces"})
+            else:
+                pull.append(
+                    {"node": str(entry["name"]), "rank": entry["rank"], "why": "asked", "bytes": _kept_bytes(entry)}
+                )
+        return {"pull": pull, "left": left}
+    names = [str(entry["name"]) for entry in entries]
+    named = [str(by_key[key]["name"]) for key in named_by(report) if key in by_key]
+    kept = {str(entry["name"]): entry for entry in entries if entry.get("on_node")}
+    wanted = [item for item in order(names, named, sample_nodes, seed, drawable=kept) if item["node"] in kept]
+    pulled, left = within(wanted, {name: _kept_bytes(entry) for name, entry in kept.items()}, budget_bytes)
+    for item in pulled + left:
+        item["rank"] = kept[item["node"]]["rank"]
+    return {"pull": pulled, "left": left}

@@ -130,18 +130,80 @@ def test_straggler_node_is_named_in_the_report_after_a_run(standin_cluster, tmp_
     assert (results / "report.html").exists() and (results / "per_rank.csv").exists()
 
 
-def test_report_from_summaries_made_on_the_nodes_without_moving_traces(standin_cluster, tmp_path):
-    proc, run, results, _elapsed = standin_cluster.run(tmp_path, aorta_collect_traces=False, aorta_parse_on_nodes=True)
+def test_a_sampled_run_keeps_the_middle_nodes_traces_where_they_are_and_pulls_them_later(standin_cluster, tmp_path):
+    """aorta_collect_traces auto above aorta_collect_all_max_nodes: every node analyses its own traces
+    and sends back its summary file; the head's traces come at the end, the slow rank's node's after
+    the report names it; the middle node's stay on it, listed with hashes, until trace_collect.yml
+    pulls them by name."""
+    nodes = standin_cluster.nodes
+    slow = 2 * len(nodes) - 1
+    run_id = f"sampled-{uuid.uuid4().hex[:6]}"
+    proc, run, results, _elapsed = standin_cluster.run(
+        tmp_path,
+        aorta_run_id=run_id,
+        aorta_collect_all_max_nodes=2,
+        aorta_collect_sample_nodes=0,
+        aorta_training_overrides={
+            "standin.slow_rank": slow,
+            "standin.slow_factor": 6,
+            "training.max_steps": 8,
+            "profiling.active": 4,
+        },
+    )
     assert proc.returncode == 0, proc.stdout[-3000:]
     assert run["status"] == "COMPLETED"
-    assert not (results / "combined_traces").exists()
     report = json.loads((results / "aorta_benchmark_report.json").read_text())
-    world = 2 * len(standin_cluster.nodes)
-    assert [r["rank"] for r in report["per_rank_summary"]] == list(range(world))
-    assert report["missing_ranks"] == []
-    for row in report["per_rank_summary"]:
-        assert row["node"] == standin_cluster.nodes[row["rank"] // 2]["mgmt_ip"]
-        assert row["iteration_time_ms"] > 0
+    assert [s["rank"] for s in report["stragglers"]][:1] == [slow]
+    assert report["stragglers"][0]["node"] == nodes[-1]["mgmt_ip"]
+    # The report came from the nodes' summaries, made where the traces lie, one file per node.
+    assert sorted(p.name for p in (results / "node_summaries").iterdir()) == [f"node_{i}.json.gz" for i in range(3)]
+    # It says whose traces it held in full when it was written: the head's (the slow node's came after).
+    assert report["traces_in_full"] == [nodes[0]["mgmt_ip"]] and report["missing_ranks"] == []
+    assert report["summaries_only"] == sorted(n["mgmt_ip"] for n in nodes[1:])
+    assert report["node_analysis"]["nodes"] == len(nodes)
+    tree = results / "combined_traces"
+    manifest = json.loads((tree / "manifest.json").read_text())
+    rows = {entry["rank"]: entry for entry in manifest["nodes"]}
+    # The head's traces at the end, the slow rank's node's after the report named it.
+    assert rows[0]["collected"] and "pulled" not in rows[0]
+    assert rows[2]["collected"] and rows[2]["pulled"]["why"] == "named by the analysis"
+    assert (tree / "node_0").is_dir() and (tree / "node_2").is_dir()
+    # The middle node's stay on it: listed with the hashes the node read, not copied.
+    middle = rows[1]
+    assert middle["on_node"]["root"] == f"/root/aorta/aorta_runs/{run_id}" and not middle["collected"]
+    assert manifest["nodes_on_node"] == [nodes[1]["mgmt_ip"]] and manifest["nodes_not_collected"] == []
+    assert not (tree / "node_1").exists() and middle["files"]
+    for item in middle["files"]:
+        original = f"/root/aorta/aorta_runs/{run_id}/{item['path']}"
+        assert item["sha256"] == standin_cluster.node_exec(1, "sha256sum", original).split()[0]
+    assert manifest["missing_ranks"] == []  # its ranks are known, on the node
+    # A node's end result stayed small: the summary and the rows travelled as files.
+    assert "summaries" not in proc.stdout
+
+    # Later: the middle node's traces, by name, into the same tree, verified against the manifest.
+    proc = standin_cluster._run(
+        "ansible-playbook",
+        "playbooks/trace_collect.yml",
+        "-i",
+        str(standin_cluster.cluster_json),
+        "-e",
+        f"@{standin_cluster.vars_yml}",
+        "-e",
+        json.dumps(
+            {"aorta_run_id": run_id, "aorta_results_dir": str(results), "aorta_collect_nodes": [nodes[1]["mgmt_ip"]]}
+        ),
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    after = json.loads((tree / "manifest.json").read_text())
+    pulled = next(entry for entry in after["nodes"] if entry["rank"] == 1)
+    assert pulled["collected"] and pulled["pulled"]["why"] == "asked" and after["nodes_on_node"] == []
+    assert [(f["path"], f["sha256"]) for f in pulled["files"]] == [(f["path"], f["sha256"]) for f in middle["files"]]
+    for item in pulled["files"]:
+        local = tree / "node_1" / item["path"]
+        digest = subprocess.run(["sha256sum", str(local)], capture_output=True, text=True, check=True).stdout.split()[0]
+        assert digest == item["sha256"]
+    assert not (results / ".pull").exists()
 
 
 def test_single_node_script_mode_is_collected_from_the_configs_output_dir(standin_cluster, tmp_path):

@@ -11,6 +11,7 @@ module's body where the module itself is run; stdlib only.
 from __future__ import annotations
 
 import errno
+import fcntl
 import json
 import os
 import shutil
@@ -203,3 +204,39 @@ def write(params, check_mode):
         "files": sum(len(e["files"]) for e in entries),
     }
     return result, None
+
+
+def adopt_pulled(dest, name, fetched, why):
+    """A node whose traces the manifest lists ``on_node``, pulled later (``fetched``: node_end's row
+    for it): unpacked and verified as at the run's end, then checked against the files the manifest
+    listed (the same paths, sizes and sha256: nothing changed on the node since), moved into
+    ``dest/node_<rank>`` and its manifest row marked collected, the manifest rewritten atomically
+    under a lock (trace_collect.yml's nodes pull side by side). Returns ``(entry, error)``."""
+    with open(os.path.join(dest, ".manifest.lock"), "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        manifest = current_manifest(dest)
+        if manifest is None:
+            return None, f"{dest}/manifest.json: no manifest to pull into"
+        entry = next((e for e in manifest["nodes"] if e["name"] == name), None)
+        if entry is None or not entry.get("on_node"):
+            return entry, "" if entry else f"{name}: not a node of {dest}/manifest.json"
+        staging = os.path.join(dest, f".pull-node_{entry['rank']}-{uuid.uuid4().hex[:8]}")
+        try:
+            os.makedirs(staging)
+            got = collect_node(dict(fetched, rank=entry["rank"], name=name), staging)
+            listed = {f["path"]: (f["size"], f["sha256"]) for f in entry["files"]}
+            arrived = {f["path"]: (f["size"], f["sha256"]) for f in got["files"]}
+            if got["error"] or listed != arrived:
+                changed = sorted(set(listed.items()) ^ set(arrived.items()))[:3]
+                return entry, got["error"] or f"{name}: its files changed on the node since the run: {changed}"
+            os.rename(os.path.join(staging, f"node_{entry['rank']}"), os.path.join(dest, f"node_{entry['rank']}"))
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)
+        entry.update(collected=True, files=got["files"], pulled={"why": why, "from": entry.pop("on_node")})
+        manifest["nodes_on_node"] = [n for n in manifest.get("nodes_on_node") or [] if n != name]
+        partial = os.path.join(dest, ".manifest.json.partial")
+        with open(partial, "w") as handle:
+            json.dump(manifest, handle, indent=2, sort_keys=True)
+            handle.write("\n")
+        os.replace(partial, os.path.join(dest, "manifest.json"))
+        return entry, ""

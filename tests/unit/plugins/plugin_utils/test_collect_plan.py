@@ -85,3 +85,57 @@ def test_the_seed_comes_from_the_run_id():
     assert cp.seed_of("20261206T000000-a1b2c3") == cp.seed_of("20261206T000000-a1b2c3")
     assert cp.seed_of("20261206T000000-a1b2c3") != cp.seed_of("20261206T000000-a1b2c4")
     assert 0 <= cp.seed_of("x") < 1_000_000
+
+
+def manifest_of(count: int, on_node=range(1, 10**6), size: int = 100) -> dict:
+    """A sampled run's manifest: the head's traces in full, the others kept on their nodes."""
+    rows = []
+    for rank in range(count):
+        row = {"rank": rank, "name": f"n{rank}", "mgmt_ip": f"10.0.0.{rank}", "collected": rank not in on_node}
+        if rank in on_node:
+            row |= {"on_node": {"root": "/a/out", "since": 1.0}, "files": [{"path": "t.json", "size": size}]}
+        rows.append(row)
+    return {"nodes": list(reversed(rows))}
+
+
+def test_the_pull_after_the_report_takes_the_named_the_next_and_a_sample_still_on_their_nodes():
+    report = {"stragglers": [{"node": "10.0.0.5"}], "slow_links": [{"node": "n9"}], "slow_nodes": []}
+    plan = cp.pull_plan(manifest_of(10), report, sample_nodes=2, seed=3, budget_bytes=10**9)
+    whys = [(item["node"], item["why"]) for item in plan["pull"]]
+    assert whys[:3] == [
+        ("n5", "named by the analysis"),
+        ("n9", "named by the analysis"),
+        ("n6", "the next node after n5"),
+    ]
+    # n9's next is the head, already in full: not pulled again; two more drawn from those still away.
+    assert [item["node"] for item in plan["pull"]].count("n0") == 0 and len(plan["pull"]) == 5
+    assert all(why == "drawn at random (seed 3)" for _node, why in whys[3:]) and plan["left"] == []
+    assert [item["rank"] for item in plan["pull"][:3]] == [5, 9, 6]
+    again = cp.pull_plan(manifest_of(10), report, sample_nodes=2, seed=3, budget_bytes=10**9)
+    assert again == plan  # the same seed draws the same nodes
+
+
+def test_the_budget_leaves_the_rest_on_their_nodes_and_says_why():
+    report = {"slow_nodes": [{"node": "n2"}]}
+    plan = cp.pull_plan(manifest_of(4, size=600), report, sample_nodes=0, seed=1, budget_bytes=1000)
+    assert [(i["node"], i["bytes"]) for i in plan["pull"]] == [("n2", 600)]
+    assert plan["left"] == [
+        {
+            "node": "n3",
+            "why": "the next node after n2",
+            "bytes": 600,
+            "rank": 3,
+            "left": "over the budget: 1200 of 1000 bytes",
+        }
+    ]
+
+
+def test_nodes_asked_by_name_or_rank_ignore_the_budget_and_say_what_they_cannot_pull():
+    plan = cp.pull_plan(manifest_of(4), {}, 0, 0, 0, asked=["n1", 2, "n1", "n0", "gone"])
+    assert [(i["node"], i["rank"], i["why"]) for i in plan["pull"]] == [("n1", 1, "asked"), ("n2", 2, "asked")]
+    assert plan["left"] == [
+        {"node": "n0", "left": "already in combined_traces"},
+        {"node": "gone", "left": "not a node of this run's manifest"},
+    ]
+    # A run collected in full has nothing on its nodes: nothing to pull.
+    assert cp.pull_plan(manifest_of(4, on_node=()), {"slow_nodes": [{"node": "n1"}]}, 2, 0, 10**9)["pull"] == []
