@@ -178,9 +178,10 @@ class ActionModule(WaitAction):
             started = time.monotonic()
             gone = self._end_on_node(s, launch, node, output, result)
             seconds["teardown"] = time.monotonic() - started
-        mode, _why = _collect_plan.resolve(
+        mode, why = _collect_plan.resolve(
             s["aorta_collect_traces"], s["aorta_parse_on_nodes"], total_nodes, int(s["aorta_collect_all_max_nodes"])
         )
+        result["collect_mode"] = {"mode": mode, "why": why}  # the report says it (trace_parse)
         if self._task.check_mode:
             result["seconds"] = {part: round(value, 3) for part, value in seconds.items()}
             return
@@ -245,8 +246,8 @@ class ActionModule(WaitAction):
         except ValueError as exc:
             return _pull.manifest_row(record, record["state"], None, local, str(exc), {})
         row = _pull.manifest_row(record, record["state"], {"files": files}, local, "", {})
-        where = {"root": f"{s['aorta_path']}/{output}", "since": collect_floor(s, launch), "aorta_path": s["aorta_path"]}
-        return dict(row, on_node=where)
+        root, floor = f"{s['aorta_path']}/{output}", collect_floor(s, launch)
+        return dict(row, on_node={"root": root, "since": floor, "aorta_path": s["aorta_path"]})
 
     def _excluded(self, s: dict[str, Any], task_vars: dict[str, Any], node: str, result: dict) -> dict[str, Any]:
         """A node preflight left out of the run (aorta_exclude_unhealthy): its lease let go, nothing

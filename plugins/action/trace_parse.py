@@ -21,7 +21,7 @@ from typing import Any, ClassVar
 from ansible.plugins.action import ActionBase
 
 from ansible_collections.aorta.cluster.plugins.module_utils.trace_analysis._report import TASK_ARGUMENT_SPEC, run_task
-from ansible_collections.aorta.cluster.plugins.plugin_utils import _judging, _record
+from ansible_collections.aorta.cluster.plugins.plugin_utils import _collect_plan, _judging, _record
 
 
 def _number(value: Any) -> str:
@@ -135,12 +135,29 @@ class ActionModule(ActionBase):
         made = _record.summaries(nodes, groups) if "summaries" not in given else None
         if made is not None:
             found["summaries"], found["node_analysis"] = made
+            found["collection"] = self.collection(task_vars, nodes, groups)
         if "clock_offsets" not in given:
             found["clock_offsets"] = _record.clock_offsets(nodes, groups)
         if "gpus_per_node" not in given:
             gpus = self._variable(task_vars, "aorta_gpus_per_node")
             found["gpus_per_node"] = _record.nproc(nodes, groups, gpus_per_node=gpus)
         return found
+
+    def collection(
+        self, task_vars: Mapping[str, Any], nodes: Mapping[str, Any], groups: Mapping[str, Any]
+    ) -> dict[str, Any]:
+        """What the report says of the run's collection when the nodes analysed their own traces: the
+        mode the nodes' ends used and why, and for ``sample`` the pull that follows the report (its
+        seed, from the run id, the sample's size and the budget)."""
+        said = _record.collect_mode(nodes, groups)
+        run_id = str(self._variable(task_vars, "aorta_run_id_resolved", "") or "")
+        return {
+            "mode": said.get("mode"),
+            "why": said.get("why"),
+            "seed": _collect_plan.seed_of(run_id),
+            "sample_nodes": int(self._variable(task_vars, "aorta_collect_sample_nodes", 2) or 0),
+            "budget_gb": float(self._variable(task_vars, "aorta_collect_budget_gb", 50) or 0),
+        }
 
     def judging(
         self, task_vars: Mapping[str, Any], args: Mapping[str, Any], groups: Mapping[str, Any]

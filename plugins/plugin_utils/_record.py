@@ -427,6 +427,16 @@ def summaries(hostvars: Mapping[str, Any], groups: Mapping[str, Any] | None) -> 
     return (found, rows) if made else None
 
 
+def collect_mode(hostvars: Mapping[str, Any], groups: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The collection's mode as the nodes' ends resolved it (``aorta_end.collect_mode``: the same on
+    every node, from _collect_plan.resolve), the first node's that has one; {} when none ended."""
+    for host in nodes_of(groups):
+        said = _dict(_dict(_vars(hostvars, host).get("aorta_end")).get("collect_mode"))
+        if said:
+            return said
+    return {}
+
+
 # What the report shows of each node's own analysis (trace_summary's figures).
 ANALYSIS_FIGURES = ("decoder", "analysis_s", "traces", "bytes", "peak_rss_mb", "python")
 

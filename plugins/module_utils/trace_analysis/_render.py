@@ -383,6 +383,26 @@ def _node_analysis_rows(report: dict) -> list:
     return rows
 
 
+def _collection_row(report: dict) -> dict | None:
+    """How the run's traces were collected when its nodes analysed their own (aorta_collect_traces
+    sample or none): the mode and why, and for sample what follows this report (what is pulled, the
+    seed, the budget) and where the rest are listed. None for a run collected whole."""
+    found = report.get("collection")
+    if not isinstance(found, dict) or found.get("mode") not in ("sample", "none"):
+        return None
+    why = f" ({found['why']})" if found.get("why") else ""
+    if found["mode"] == "none":
+        text = f"aorta_collect_traces none{why}: no trace left the nodes; this report is made from their summaries"
+        return _row("collection", "collection", text)
+    text = (
+        f"aorta_collect_traces sample{why}: after this report, the traces of the nodes it names, the next node "
+        f"after each and {found.get('sample_nodes')} more drawn at random (seed {found.get('seed')}) come to "
+        f"combined_traces, within {found.get('budget_gb')} GB; the others stay on their nodes, listed with "
+        "their sha256 in combined_traces/manifest.json (on_node), and playbooks/trace_collect.yml pulls any of them"
+    )
+    return _row("collection", "collection", text)
+
+
 def _traces_row(report: dict) -> dict | None:
     """Which nodes' traces the report holds in full (to open in Perfetto or TraceLens) and which it
     knows only from the summaries the nodes made (aorta_collect_traces sample or none); none for a report without
@@ -428,9 +448,7 @@ def opening_rows(report: dict) -> list:
             f"analysis {report['status']}, counting {report['counting']})",
         )
     )
-    traces = _traces_row(report)
-    if traces:
-        rows.append(traces)
+    rows += [row for row in (_traces_row(report), _collection_row(report)) if row]
     rows += _node_analysis_rows(report)
     rows.append(_row("throughput", "throughput", _throughput(run, report["performance"])))
     rows.append(_row("step-time", "step time", _step_time(report)))

@@ -417,6 +417,9 @@ TASK_ARGUMENT_SPEC = {
     # One row per node that analysed its own traces (trace_summary): node, rank, decoder ("msgspec" or
     # "json"), analysis_s, files, bytes, peak_rss_mb; the report's node_analysis.
     "node_analysis": {"type": "list", "elements": "dict"},
+    # The run's collection when the nodes analysed their own traces: mode, why, and for sample the
+    # pull after the report (seed, sample_nodes, budget_gb); the report states it.
+    "collection": {"type": "dict"},
     "report_dir": {"type": "path", "required": True},
     "include_unlinked_kernels": {"type": "bool", "default": False},
     "expected_results": {"type": "dict", "default": {}},
@@ -655,6 +658,7 @@ def run_task(p: dict, check_mode: bool = False) -> tuple:
     )
     if report["duration_seconds"] is None:
         report["duration_seconds"] = report["run"].get("duration_seconds")
+    report["collection"] = p.get("collection")
     if p.get("diagnosis"):
         report["diagnosis"] = p["diagnosis"]
     context = p.get("baseline_context") or {}

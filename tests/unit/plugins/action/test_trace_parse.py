@@ -13,6 +13,7 @@ from types import SimpleNamespace
 
 from ansible_collections.aorta.cluster.plugins.action.trace_parse import ActionModule, headline_lines
 from ansible_collections.aorta.cluster.plugins.module_utils.trace_analysis import _node_summary
+from ansible_collections.aorta.cluster.plugins.plugin_utils import _collect_plan
 
 
 def test_the_report_is_made_by_the_controllers_python_with_its_fast_decoder(play, tmp_path, combined_tree):
@@ -95,6 +96,14 @@ def test_what_the_task_leaves_out_comes_from_the_nodes(tmp_path):
     summary = summary_file(tmp_path)
     action({"traces_dir": "/t", "report_dir": "/r"}, capture=found).run(task_vars=run_vars(summary))
     assert found["summaries"] == [{"file": "r0.json", "rank": 0, "node": "a"}]
+    # The mode the nodes' ends resolved (none said here), and the pull's seed from the run id.
+    assert found["collection"] == {
+        "mode": None,
+        "why": None,
+        "seed": _collect_plan.seed_of(""),
+        "sample_nodes": 2,
+        "budget_gb": 50.0,
+    }
     assert found["node_analysis"] == [
         {"node": "a", "rank": 0, "decoder": "json", "analysis_s": 1.5, "traces": 1, "bytes": 10, "peak_rss_mb": 30.0}
         | {"python": None}

@@ -256,6 +256,10 @@ def test_summaries_and_clock_offsets_come_from_every_node_in_order(tmp_path):
     assert rr.clock_offsets(hostvars, groups) == {"192.168.128.2": 0.0}
     # A folder of traces given alone: no nodes.
     assert rr.summaries({}, {}) is None and rr.clock_offsets({}, {"all": ["localhost"]}) == {}
+    # The collection's mode as the first node's end that has one resolved it.
+    assert rr.collect_mode(hostvars, groups) == {}
+    hostvars["192.168.144.2"]["aorta_end"]["collect_mode"] = {"mode": "sample", "why": "auto"}
+    assert rr.collect_mode(hostvars, groups) == {"mode": "sample", "why": "auto"}
 
 
 def test_combined_traces_takes_each_ended_nodes_collection():

@@ -425,3 +425,20 @@ def test_the_opening_says_how_the_nodes_analysed_their_traces_and_warns_once_wit
     assert "node-analysis-json" not in rows
     for earlier in (dict(report, node_analysis=None), {k: v for k, v in report.items() if k != "node_analysis"}):
         assert not {i for i in _opening(earlier) if i.startswith("node-analysis")}
+
+
+def test_the_opening_says_how_a_sampled_run_was_collected_and_what_follows_the_report():
+    report = _report.build_report("/nowhere", summaries=[])
+    sampled = {"mode": "sample", "why": "auto: 40 nodes, more than aorta_collect_all_max_nodes (16)", "seed": 4242}
+    rows = _opening(dict(report, collection=dict(sampled, sample_nodes=2, budget_gb=50.0)))
+    assert rows["collection"]["text"] == (
+        "aorta_collect_traces sample (auto: 40 nodes, more than aorta_collect_all_max_nodes (16)): after this "
+        "report, the traces of the nodes it names, the next node after each and 2 more drawn at random "
+        "(seed 4242) come to combined_traces, within 50.0 GB; the others stay on their nodes, listed with their "
+        "sha256 in combined_traces/manifest.json (on_node), and playbooks/trace_collect.yml pulls any of them"
+    )
+    rows = _opening(dict(report, collection={"mode": "none", "why": "aorta_collect_traces false"}))
+    assert rows["collection"]["text"].startswith("aorta_collect_traces none (aorta_collect_traces false): no trace")
+    # A run collected whole, or an earlier version's report: no row.
+    for whole in (dict(report, collection={"mode": "all"}), dict(report, collection=None), report):
+        assert "collection" not in _opening(whole)
