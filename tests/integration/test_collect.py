@@ -6,10 +6,12 @@ from __future__ import annotations
 import json
 import subprocess
 import uuid
+from pathlib import Path
 
 import pytest
 
 pytestmark = pytest.mark.standin
+REPO = Path(__file__).resolve().parents[2]
 
 OLD_TRACE = json.dumps({"distributedInfo": {"rank": 99, "world_size": 100}, "traceEvents": []})
 
@@ -177,6 +179,11 @@ def test_a_sampled_run_keeps_the_middle_nodes_traces_where_they_are_and_pulls_th
         original = f"/root/aorta/aorta_runs/{run_id}/{item['path']}"
         assert item["sha256"] == standin_cluster.node_exec(1, "sha256sum", original).split()[0]
     assert manifest["missing_ranks"] == []  # its ranks are known, on the node
+    # docs/manifest.md shows docs/samples/manifest.json as what a sampled run writes: it must keep holding.
+    (tmp_path / "manifest-before-pull.json").write_text(json.dumps(manifest, indent=2, sort_keys=True))
+    sample = json.loads((REPO / "docs" / "samples" / "manifest.json").read_text())
+    assert set(manifest) == set(sample)
+    assert [set(rows[rank]) for rank in range(3)] == [set(entry) for entry in sample["nodes"]]
     # A node's end result stayed small: the summary and the rows travelled as files.
     assert "summaries" not in proc.stdout
 
