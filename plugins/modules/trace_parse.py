@@ -51,6 +51,13 @@ options:
       - Left out after such a run, read from the same summary files.
     type: list
     elements: dict
+  collection:
+    description:
+      - How the run's traces were collected when its nodes analysed their own - C(mode) and C(why) (as
+        the nodes' ends resolved C(aorta_collect_traces)), and for V(sample) the pull after the report
+        (C(seed), from the run id; C(sample_nodes); C(budget_gb)); the report states it (C(collection)).
+      - Left out after such a run, from the nodes' results and the play's variables.
+    type: dict
   report_dir:
     description:
       - Where the report files go.
