@@ -433,7 +433,7 @@ def collect_mode(hostvars: Mapping[str, Any], groups: Mapping[str, Any] | None) 
     for host in nodes_of(groups):
         said = _dict(_dict(_vars(hostvars, host).get("aorta_end")).get("collect_mode"))
         if said:
-            return said
+            return dict(said)
     return {}
 
 
