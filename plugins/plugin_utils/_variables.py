@@ -249,6 +249,7 @@ INTERNAL = frozenset(
         "aorta_prepare",
         "aorta_launch",
         "aorta_end",
+        "aorta_pulled",
         "aorta_head",
         "aorta_combined",
         "aorta_cvs_vars_file",

@@ -51,8 +51,9 @@ def test_the_node_side_summary_does_not_ship_the_renderer():
                 if name and f"{package}/{name}" not in shipped and path.exists():
                     shipped.add(f"{package}/{name}")
                     todo.append(path)
-    # _traces: which of the node's files are the run's, as trace_pack takes them (stdlib, node-side).
-    analysis = {"analysis", "decode", "intervals", "layout", "timeline", "traces"}
+    # _traces: which of the node's files are the run's, as trace_pack takes them (stdlib, node-side);
+    # _node_summary: the summary file the node writes (aorta_collect_traces sample, none).
+    analysis = {"analysis", "decode", "intervals", "layout", "node_summary", "timeline", "traces"}
     assert shipped == {f"trace_analysis/{name}" for name in analysis}, shipped
 
 

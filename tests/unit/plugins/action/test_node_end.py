@@ -77,7 +77,7 @@ def stream_argv(connection, python=None, password=None):
     action._vars = {"ansible_python_interpreter": python} if python else {}
     action._templar = SimpleNamespace(template=lambda value: value)
     settings = {"aorta_path": "/home/me/aorta", "aorta_collect_compression": "auto"}
-    return action._stream_argv(settings, "aorta_runs/r1", 1796000000.5)
+    return action._stream_argv(settings, "/home/me/aorta/aorta_runs/r1", 1796000000.5)
 
 
 def test_an_ssh_node_streams_over_its_own_connection_with_the_nodes_python():
