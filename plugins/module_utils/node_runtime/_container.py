@@ -32,6 +32,21 @@ class ContainerError(Exception):
         self.extra = extra
 
 
+def what_became_of(run_command, docker, container_id):
+    """What the engine did to a container that ``docker run -d`` returned and that was gone or stopped
+    at once (seen once on 64 light stand-in nodes sharing one engine, 2026-12-06, cause not found):
+    its events since the run (``die`` with its exit code: it exited; ``destroy`` without ``die``:
+    someone removed it), so the next time says which."""
+    if not container_id:
+        return "docker run returned no container id"
+    rc, out, _err = run_command(
+        [docker, "events", "--since", "60s", "--until", "0s", "--filter", f"container={container_id}",
+         "--format", "{{.Action}}{{with .Actor.Attributes.exitCode}} (exit {{.}}){{end}}"]
+    )  # fmt: skip
+    said = ", ".join(line.strip() for line in out.splitlines() if line.strip()) if rc == 0 else ""
+    return f"docker run returned {container_id[:12]}; the engine's events for it: {said or 'none'}"
+
+
 def start(run_command, docker, name, run_argv, run_dir, mount_source, writable=(), floor_dir=None, build=()):
     """Remove a container of the same name, create the run directory as this user, start the container,
     check it runs, prove its root writes ``writable``, read the start floor from ``floor_dir``'s
@@ -51,7 +66,10 @@ def start(run_command, docker, name, run_argv, run_dir, mount_source, writable=(
     container_id = out.strip()
     rc, out, err = run_command([docker, "inspect", "--format", "{{.State.Running}}", name])
     if rc != 0 or out.strip() != "true":
-        raise ContainerError(f"the container {name} is not running right after its start: {err.strip() or out.strip()}")
+        raise ContainerError(
+            f"the container {name} is not running right after its start: {err.strip() or out.strip()}; "
+            + what_became_of(run_command, docker, container_id)
+        )
 
     # The container writes as its root. On NFS exported with root_squash that root is "nobody",
     # and Aorta would die at its first write with an error far from the cause: prove it here.

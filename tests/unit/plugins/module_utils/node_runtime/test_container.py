@@ -52,3 +52,19 @@ def test_a_failed_build_keeps_its_exit_code_and_stderr(tmp_path):
     with pytest.raises(ContainerError) as caught:
         start(run, "docker", "c", ["docker", "run"], str(tmp_path / "run"), "/src", [], None, ["bash", "b.sh"])
     assert caught.value.extra["rc"] == 2 and caught.value.extra["stderr_lines"] == ["boom"]
+
+
+def test_a_container_gone_at_once_says_what_the_engine_did_to_it(tmp_path):
+    answers = {
+        "run": (0, "c0ffee0123456789\n", ""),
+        "inspect": (1, "", "Error: No such object: c"),
+        "events": (0, "create\nstart\ndie (exit 137)\ndestroy\n", ""),
+    }
+    run, calls = scripted(answers)
+    with pytest.raises(ContainerError) as caught:
+        start(run, "docker", "c", ["docker", "run"], str(tmp_path / "run"), "/src", [], None, ())
+    assert str(caught.value) == (
+        "the container c is not running right after its start: Error: No such object: c; docker run returned "
+        "c0ffee012345; the engine's events for it: create, start, die (exit 137), destroy"
+    )
+    assert calls[-1][:2] == ["docker", "events"] and "container=c0ffee0123456789" in calls[-1]
