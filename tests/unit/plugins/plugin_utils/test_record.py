@@ -237,7 +237,9 @@ def test_summaries_and_clock_offsets_come_from_every_node_in_order(tmp_path):
     first = summary_at(tmp_path / "n0.json.gz", [{"file": "r0.json", "node": "stale"}, {"file": "r1.json"}])
     hostvars["192.168.144.2"]["aorta_end"]["summary"] = {"path": second}
     hostvars["192.168.128.2"]["aorta_end"]["summary"] = {"path": first}
-    found, rows = rr.summaries(hostvars, groups)
+    made = rr.summaries(hostvars, groups)
+    assert made is not None
+    found, rows = made[0], made[1]
     assert found == [
         {"file": "r0.json", "node": "192.168.128.2"},
         {"file": "r1.json", "node": "192.168.128.2"},
@@ -249,7 +251,9 @@ def test_summaries_and_clock_offsets_come_from_every_node_in_order(tmp_path):
     ]
     # A node whose summary failed on the way: an error naming it, its ranks then missing.
     hostvars["192.168.144.2"]["aorta_end"]["summary"] = {"error": "summary: pull failed: timed out"}
-    found, rows = rr.summaries(hostvars, groups)
+    made = rr.summaries(hostvars, groups)
+    assert made is not None
+    found, rows = made[0], made[1]
     assert found[-1]["error"] == "192.168.144.2: summary: pull failed: timed out" and len(rows) == 1
     assert rr.clock_offsets(hostvars, groups) == {"192.168.128.2": 0.0, "192.168.144.2": 0.25}
     hostvars["192.168.144.2"].pop("aorta_prepare")
