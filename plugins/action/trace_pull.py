@@ -19,6 +19,7 @@ from ansible.plugins.action import ActionBase
 
 from ansible_collections.aorta.cluster.plugins.action.node_end import ActionModule as NodeEnd
 from ansible_collections.aorta.cluster.plugins.module_utils.trace_analysis import _combined
+from ansible_collections.aorta.cluster.plugins.plugin_utils import _settings
 from ansible_collections.aorta.cluster.plugins.plugin_utils._vocabulary import DEFAULTS
 
 ARGUMENT_SPEC = {
@@ -45,8 +46,12 @@ class ActionModule(NodeEnd):
             result.update(failed=True, node=node, msg=f"trace_pull: {node} is not a node of {dest}/manifest.json")
             return result
         result.update(changed=False, node=node, rank=entry["rank"])
-        if not entry.get("on_node"):
+        if entry.get("collected"):
             result["msg"] = f"{node}: its traces are already in {dest}"
+            return result
+        if not entry.get("on_node"):
+            why = entry.get("error") or "no error recorded"
+            result.update(failed=True, msg=f"{node}: not collected ({why}) and not listed on its node: collect again")
             return result
         if self._task.check_mode:
             return result
@@ -62,6 +67,10 @@ class ActionModule(NodeEnd):
             "aorta_collect_parallel": 1,
         }
         record = {key: entry.get(key) for key in ("rank", "name", "mgmt_ip", "vpc_ip", "state")}
+        # The node's ssh bound to aorta_connect_timeout, as every node step's (a fresh master: the
+        # run's own is gone by now).
+        connect_s = self._var(task_vars, "aorta_connect_timeout") or DEFAULTS.get("aorta_connect_timeout") or 30
+        _settings.bound_connection(self._connection, connect_s, s["aorta_run_id_resolved"], fresh=True)
         try:
             fetched = self.fetch(s, record, str(where["root"]), float(where.get("since") or 0))
             if fetched["error"]:

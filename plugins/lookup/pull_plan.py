@@ -12,14 +12,16 @@ author:
   - aorta.cluster maintainers (@aorta-cluster)
 description:
   - "After a run with C(aorta_collect_traces) V(sample): reads the run's C(combined_traces/manifest.json)
-    and C(aorta_benchmark_report.json) in C(aorta_results_dir_resolved) and returns, in order, the nodes
+    and C(aorta_benchmark_report.json) (in C(aorta_report_dir) when set, else C(aorta_results_dir_resolved))
+    and returns, in order, the nodes
     whose traces still lie on their node to pull now (M(aorta.cluster.trace_pull)): every node the report
     names (slow nodes, the slow ranks' nodes, slow links), the next node in rank order after each
     (wrapping to the head), and C(aorta_collect_sample_nodes) more drawn at random with the seed the
     report states (from the run id), while the files' sizes as the nodes listed them stay within
     C(aorta_collect_budget_gb)."
   - "With terms (node names or node ranks: C(playbooks/trace_collect.yml)'s C(aorta_collect_nodes)): those
-    nodes, whatever their size."
+    nodes, whatever their size; a term that names no node the manifest lists C(on_node) fails the lookup,
+    naming it and why."
   - "Empty when the run was not sampled (no node's traces were left on it) or has no manifest."
   - The plan is computed here, in the controller's Python (plugins/plugin_utils/_collect_plan.py), not in Jinja.
 options:
@@ -68,7 +70,9 @@ class LookupModule(LookupBase):
         manifest = read_json_object(os.path.join(results_dir, "combined_traces", "manifest.json"))
         if manifest is None:
             return []
-        report = read_json_object(os.path.join(results_dir, "aorta_benchmark_report.json")) or {}
+        # The report's folder: aorta_report_dir when set (trace_parse writes there), else the run's.
+        report_dir = str(self._value(variables, "aorta_report_dir") or "") or results_dir
+        report = read_json_object(os.path.join(report_dir, "aorta_benchmark_report.json")) or {}
         try:
             plan = _collect_plan.pull_plan(
                 manifest,
@@ -80,6 +84,10 @@ class LookupModule(LookupBase):
             )
         except (TypeError, ValueError) as exc:
             raise AnsibleLookupError(f"pull_plan: {exc}") from None
+        if terms and plan["left"]:
+            # Nodes asked for by name or rank: each that cannot be pulled is the play's failure.
+            shown = "; ".join(f"{item['node']} ({item['left']})" for item in plan["left"])
+            raise AnsibleLookupError(f"aorta_collect_nodes: not pulled: {shown}")
         if plan["left"]:
             # One line whatever their number: the first three, then a count.
             shown = "; ".join(f"{item['node']} ({item['left']})" for item in plan["left"][:3])

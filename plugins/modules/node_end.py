@@ -59,7 +59,7 @@ collect:
       where M(aorta.cluster.combined_traces) reads it, so the result stays small whatever the node holds.
     - C(on_node) true (C(aorta_collect_traces) V(sample), a node other than the head) - its traces stay
       on the node, each listed with its size and sha256.
-  returned: unless C(aorta_collect_traces) is V(none)
+  returned: unless C(aorta_collect_traces) is V(none), and not in check mode
   type: dict
 seconds:
   description:
@@ -76,6 +76,6 @@ summary:
       C(node_summaries/node_<rank>.json.gz) and checked against its sha256 -
       C(path), C(sha256), C(size) and the analysis' figures (C(analysis_s), C(decoder), C(peak_rss_mb), C(traces),
       C(bytes)); or C(error).
-  returned: with aorta_collect_traces sample or none
+  returned: with aorta_collect_traces sample or none, for a node reached at its end, not in check mode
   type: dict
 """

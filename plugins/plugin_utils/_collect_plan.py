@@ -75,7 +75,7 @@ def summarised(found: str) -> bool:
 
 def seed_of(run_id: str) -> int:
     """The sample's seed, from the run id: the report states it before the pull, and the same run
-    draws the same nodes again."""
+    draws the same nodes again from the same nodes still on their nodes (after a pull, fewer remain)."""
     return int(hashlib.sha256(str(run_id).encode()).hexdigest()[:8], 16) % 1_000_000
 
 
@@ -117,7 +117,8 @@ def within(
     wanted: Sequence[Mapping[str, str]], sizes: Mapping[str, int], budget_bytes: int
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """(pulled, left) of ``wanted`` (``order``'s) in that order while the sum of their ``sizes``
-    (compressed bytes on the wire; a node with no size known counts 0) stays within
+    (pull_plan gives the files' own sizes as the nodes listed them: a bound on the compressed bytes
+    on the wire; a node with no size known counts 0) stays within
     ``budget_bytes``. A node that does not fit is left (with why), and smaller ones after it are
     still tried: a budget spent on one huge node should not cost every other one its place."""
     pulled: list[dict[str, Any]] = []
@@ -172,8 +173,11 @@ def pull_plan(
             entry = by_key.get(key)
             if entry is None:
                 left.append({"node": key, "left": "not a node of this run's manifest"})
-            elif not entry.get("on_node"):
+            elif entry.get("collected"):
                 left.append({"node": str(entry["name"]), "left": "already in combined_traces"})
+            elif not entry.get("on_node"):
+                why = f"not collected ({entry.get('error') or 'no error recorded'}) and not listed on its node"
+                left.append({"node": str(entry["name"]), "left": f"{why}: collect the run again (trace_collect.yml)"})
             else:
                 pull.append(
                     {"node": str(entry["name"]), "rank": entry["rank"], "why": "asked", "bytes": _kept_bytes(entry)}

@@ -134,6 +134,12 @@ def _one_of(*choices: str) -> Callable[[Any], str | None]:
     return rule
 
 
+def _nodes(value: Any) -> str | None:
+    if not isinstance(value, (list, tuple)) or not all(isinstance(v, (str, int)) for v in value):
+        return 'must be a list of node names or node ranks, e.g. -e \'{"aorta_collect_nodes": ["node-17", 42]}\''
+    return None
+
+
 def _collect_mode(value: Any) -> str | None:
     try:
         _collect_plan.mode(value, 1)
@@ -165,6 +171,8 @@ RULES: dict[str, Callable[[Any], str | None]] = {
     "aorta_collect_all_max_nodes": _at_least(0),
     "aorta_collect_sample_nodes": _at_least(0),
     "aorta_collect_budget_gb": _not_negative,
+    # A list: a name given alone as text would be read character by character (ranks 1, 7, ...).
+    "aorta_collect_nodes": _nodes,
     "aorta_min_free_gb": _at_least(0),
     # 0 or empty: pick a free port on the head.
     "aorta_master_port": _optional(_port, (None, "", 0, "0")),

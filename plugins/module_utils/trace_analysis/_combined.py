@@ -211,7 +211,8 @@ def adopt_pulled(dest, name, fetched, why):
     for it): unpacked and verified as at the run's end, then checked against the files the manifest
     listed (the same paths, sizes and sha256: nothing changed on the node since), moved into
     ``dest/node_<rank>`` and its manifest row marked collected, the manifest rewritten atomically
-    under a lock (trace_collect.yml's nodes pull side by side). Returns ``(entry, error)``."""
+    under a lock (whoever else writes it meanwhile). A ``node_<rank>`` left by an attempt whose
+    manifest write did not happen is replaced. Returns ``(entry, error)``."""
     with open(os.path.join(dest, ".manifest.lock"), "a") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         manifest = current_manifest(dest)
@@ -229,7 +230,10 @@ def adopt_pulled(dest, name, fetched, why):
             if got["error"] or listed != arrived:
                 changed = sorted(set(listed.items()) ^ set(arrived.items()))[:3]
                 return entry, got["error"] or f"{name}: its files changed on the node since the run: {changed}"
-            os.rename(os.path.join(staging, f"node_{entry['rank']}"), os.path.join(dest, f"node_{entry['rank']}"))
+            target = os.path.join(dest, f"node_{entry['rank']}")
+            shutil.rmtree(target, ignore_errors=True)  # a leftover: the manifest still says on_node
+            if got["files"]:
+                os.rename(os.path.join(staging, f"node_{entry['rank']}"), target)
         finally:
             shutil.rmtree(staging, ignore_errors=True)
         entry.update(collected=True, files=got["files"], pulled={"why": why, "from": entry.pop("on_node")})

@@ -51,6 +51,15 @@ def test_after_the_report_the_named_node_its_next_and_a_sample_seeded_from_the_r
     assert len(query(aorta_results_dir_resolved=where)) == 4
 
 
+def test_the_report_is_read_where_aorta_report_dir_put_it(tmp_path):
+    where = results(tmp_path)
+    elsewhere = tmp_path / "report"
+    elsewhere.mkdir()
+    (elsewhere / "aorta_benchmark_report.json").write_text(json.dumps({"slow_nodes": [{"node": "n2"}]}))
+    got = query(aorta_results_dir_resolved=where, aorta_report_dir=str(elsewhere), aorta_collect_sample_nodes=0)
+    assert [item["node"] for item in got] == ["n2", "n3"]
+
+
 def test_the_budget_counts_the_listed_sizes(tmp_path):
     where = results(tmp_path, size=600_000_000, report={"slow_nodes": [{"node": "n1"}]})
     got = query(aorta_results_dir_resolved=where, aorta_collect_sample_nodes=0, aorta_collect_budget_gb="1")
@@ -60,6 +69,8 @@ def test_the_budget_counts_the_listed_sizes(tmp_path):
 def test_nodes_asked_by_name_or_rank_and_nothing_without_a_manifest(tmp_path):
     where = results(tmp_path)
     assert [item["node"] for item in query("n2", "5", aorta_results_dir_resolved=where)] == ["n2", "n5"]
+    with pytest.raises(AnsibleLookupError, match=r"^aorta_collect_nodes: not pulled: gone \(not a node of this run"):
+        query("n2", "gone", aorta_results_dir_resolved=where)
     assert query(aorta_results_dir_resolved=str(tmp_path / "elsewhere")) == []
     with pytest.raises(AnsibleLookupError, match="aorta_results_dir_resolved is not set"):
         query()

@@ -137,5 +137,16 @@ def test_nodes_asked_by_name_or_rank_ignore_the_budget_and_say_what_they_cannot_
         {"node": "n0", "left": "already in combined_traces"},
         {"node": "gone", "left": "not a node of this run's manifest"},
     ]
+    # A node neither collected nor listed (its summary failed at the run's end) says so.
+    broken = manifest_of(3)
+    broken["nodes"][0].pop("on_node")  # rank 2: reversed
+    broken["nodes"][0]["error"] = "summary: pull failed: timed out"
+    assert cp.pull_plan(broken, {}, 0, 0, 0, asked=["n2"])["left"] == [
+        {
+            "node": "n2",
+            "left": "not collected (summary: pull failed: timed out) and not listed on its node: "
+            "collect the run again (trace_collect.yml)",
+        }
+    ]
     # A run collected in full has nothing on its nodes: nothing to pull.
     assert cp.pull_plan(manifest_of(4, on_node=()), {"slow_nodes": [{"node": "n1"}]}, 2, 0, 10**9)["pull"] == []

@@ -4,6 +4,9 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
+
 from ansible_collections.aorta.cluster.plugins.module_utils.trace_analysis import _combined
 
 
@@ -53,3 +56,31 @@ def test_a_node_that_wrote_nothing_new_is_an_empty_verified_set(tmp_path):
     assert failure is None and result["changed"] is True and result["files"] == 0
     assert result["manifest"]["nodes"][0]["collected"] is True
     assert _combined.write(params, check_mode=False)[0]["changed"] is False  # the same inputs change nothing
+
+
+def test_a_node_pulled_later_replaces_a_leftover_and_one_with_no_file_is_marked_collected(tmp_path):
+    """adopt_pulled: the manifest's on_node rows, a node_<rank> left by an attempt whose manifest
+    write did not happen (replaced), and a node that listed no file (collected, nothing to move)."""
+    data = b'{"traceEvents": []}'
+    digest = hashlib.sha256(data).hexdigest()
+    listed = [{"path": "t.json", "size": len(data), "sha256": digest, "ranks": []}]
+    where = {"root": "/a/out", "since": 1.0, "aorta_path": "/a"}
+    nodes = [
+        {"rank": 0, "name": "h", "state": "ok", "files": [], "on_node": where},
+        {"rank": 1, "name": "w", "state": "ok", "files": listed, "on_node": where},
+    ]
+    dest = tmp_path / "combined_traces"
+    params = {"dest": str(dest), "run_id": "r", "expected_ranks": 0, "nodes": nodes}
+    assert _combined.write(params, check_mode=False)[1] is None
+    (dest / "node_1").mkdir()
+    (dest / "node_1" / "stale").write_text("left by an attempt")
+    tree = tmp_path / "arrived"
+    tree.mkdir()
+    (tree / "t.json").write_bytes(data)
+    fetched = {"files": listed, "tree": str(tree), "arrived": {"t.json": [len(data), digest]}, "state": "ok"}
+    entry, error = _combined.adopt_pulled(str(dest), "w", fetched, "asked")
+    assert error == "" and entry["collected"] and entry["pulled"] == {"why": "asked", "from": where}
+    assert sorted(p.name for p in (dest / "node_1").iterdir()) == ["t.json"]
+    entry, error = _combined.adopt_pulled(str(dest), "h", {"files": [], "state": "ok"}, "asked")
+    assert error == "" and entry["collected"] and not (dest / "node_0").exists()
+    assert json.loads((dest / "manifest.json").read_text())["nodes_on_node"] == []
