@@ -70,7 +70,7 @@ class ActionModule(NodeEnd):
         # The node's ssh bound to aorta_connect_timeout, as every node step's (a fresh master: the
         # run's own is gone by now).
         connect_s = self._var(task_vars, "aorta_connect_timeout") or DEFAULTS.get("aorta_connect_timeout") or 30
-        _settings.bound_connection(self._connection, connect_s, s["aorta_run_id_resolved"], fresh=True)
+        _settings.bound_connection(self._connection, connect_s, str(s["aorta_run_id_resolved"]), fresh=True)
         try:
             fetched = self.fetch(s, record, str(where["root"]), float(where.get("since") or 0))
             if fetched["error"]:
