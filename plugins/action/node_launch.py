@@ -17,6 +17,7 @@ from ansible.utils.display import Display
 
 from ansible_collections.aorta.cluster.plugins.action.node_prepare import excluded_nodes, head_file
 from ansible_collections.aorta.cluster.plugins.plugin_utils import (
+    _collect_plan,
     _health_verdict,
     _interrupt,
     _launch,
@@ -123,7 +124,7 @@ class ActionModule(ActionBase):
         # The mode follows the cluster file's node count, not the survivors': one node left must not
         # turn auto into script mode.
         if _launch.launch_mode(s["aorta_master_launch_mode"], len(cluster)) == "script":
-            collect_dir = self._script_mode(s, prepared)
+            collect_dir = self._script_mode(s, prepared, len(nodes))
         plan = _plan.node_launch(
             s,
             node,
@@ -215,12 +216,18 @@ class ActionModule(ActionBase):
             task_vars=task_vars,
         )
 
-    def _script_mode(self, s: dict[str, Any], prepared: dict[str, Any]) -> str:
-        """Aorta's launch_rocm.sh passes no --override: the run's files go where the config says."""
-        if s["aorta_parse_on_nodes"]:
+    def _script_mode(self, s: dict[str, Any], prepared: dict[str, Any], nodes: int) -> str:
+        """Aorta's launch_rocm.sh passes no --override: the run's files go where the config says.
+        Only ``all`` collects there: the traces a sampled run leaves on a node would share that
+        directory with later runs, and a pull later would find them changed."""
+        mode, why = _collect_plan.resolve(
+            s["aorta_collect_traces"], s["aorta_parse_on_nodes"], nodes, int(s["aorta_collect_all_max_nodes"])
+        )
+        if mode != "all":
             raise _launch.LaunchError(
-                "aorta_parse_on_nodes needs the run-scoped output of torchrun mode; script mode writes to the "
-                "config's output directory, shared with earlier runs. Use aorta_master_launch_mode=torchrun."
+                f"aorta_collect_traces {mode} ({why}) needs the run-scoped output of torchrun mode; script mode "
+                "writes to the config's output directory, shared with earlier runs. Use "
+                "aorta_master_launch_mode=torchrun or aorta_collect_traces=all."
             )
         text = (((prepared.get("facts") or {}).get("read")) or {}).get("text") or ""
         try:

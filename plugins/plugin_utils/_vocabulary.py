@@ -116,6 +116,8 @@ READ_BY = {
     "container_launch": (
         "aorta_base_config",
         "aorta_build_script",
+        "aorta_collect_all_max_nodes",
+        "aorta_collect_traces",
         "aorta_connect_timeout",
         "aorta_container_mount_path",
         "aorta_diagnose",

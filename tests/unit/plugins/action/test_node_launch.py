@@ -8,10 +8,12 @@ from __future__ import annotations
 import json
 from types import SimpleNamespace
 
+import pytest
 from test_node_prepare import PREPARE, head_without_its_checkout, leases, run_vars
 
 from ansible_collections.aorta.cluster.plugins.action.node_launch import ActionModule
 from ansible_collections.aorta.cluster.plugins.plugin_utils import _record
+from ansible_collections.aorta.cluster.plugins.plugin_utils._launch import LaunchError
 
 LAUNCH = {"name": "Launch", "aorta.cluster.node_launch": None, "register": "aorta_launch"}
 
@@ -131,3 +133,16 @@ def test_a_failed_launch_prints_one_short_line_and_run_record_reads_it_whole(tmp
     (tmp_path / "logs" / "gpu-node-07.launch.json").unlink()
     assert launch_action(True, full).run(task_vars=node_vars) == full
     assert list((tmp_path / "logs").iterdir()) == []
+
+
+def test_script_mode_collects_only_all():
+    """Script mode writes to the config's output directory, shared with later runs: a sampled run's
+    traces left there would be found changed by a pull later, so only all is launched."""
+    action = ActionModule.__new__(ActionModule)
+    s = {"aorta_collect_traces": "auto", "aorta_parse_on_nodes": False, "aorta_collect_all_max_nodes": 16}
+    with pytest.raises(LaunchError, match=r"^aorta_collect_traces sample \(auto: 17 nodes, more than"):
+        action._script_mode(s, {}, 17)
+    with pytest.raises(LaunchError, match=r"^aorta_collect_traces sample \(aorta_parse_on_nodes true"):
+        action._script_mode(dict(s, aorta_parse_on_nodes=True), {}, 1)
+    with pytest.raises(LaunchError, match=r"Use aorta_master_launch_mode=torchrun or aorta_collect_traces=all\.$"):
+        action._script_mode(dict(s, aorta_collect_traces=False), {}, 1)
