@@ -135,9 +135,10 @@ def test_a_failed_launch_prints_one_short_line_and_run_record_reads_it_whole(tmp
     assert list((tmp_path / "logs").iterdir()) == []
 
 
-def test_script_mode_collects_only_all():
+def test_script_mode_does_not_sample():
     """Script mode writes to the config's output directory, shared with later runs: a sampled run's
-    traces left there would be found changed by a pull later, so only all is launched."""
+    traces left there would be found changed by a pull later, so sample is refused (all and none,
+    which pulls nothing later, are launched)."""
     action = ActionModule.__new__(ActionModule)
     s = {"aorta_collect_traces": "auto", "aorta_parse_on_nodes": False, "aorta_collect_all_max_nodes": 16}
     with pytest.raises(LaunchError, match=r"^aorta_collect_traces sample \(auto: 17 nodes, more than"):
@@ -145,4 +146,7 @@ def test_script_mode_collects_only_all():
     with pytest.raises(LaunchError, match=r"^aorta_collect_traces sample \(aorta_parse_on_nodes true"):
         action._script_mode(dict(s, aorta_parse_on_nodes=True), {}, 1)
     with pytest.raises(LaunchError, match=r"Use aorta_master_launch_mode=torchrun or aorta_collect_traces=all\.$"):
-        action._script_mode(dict(s, aorta_collect_traces=False), {}, 1)
+        action._script_mode(dict(s, aorta_collect_traces="sample"), {}, 1)
+    where = {"aorta_container_mount_path": "/mnt", "aorta_base_config": "config/c.yaml", "aorta_training_overrides": {}}
+    for mode in (False, "all", "auto"):
+        assert action._script_mode(dict(s, aorta_collect_traces=mode, **where), {}, 1)
