@@ -178,9 +178,7 @@ class ActionModule(WaitAction):
             started = time.monotonic()
             gone = self._end_on_node(s, launch, node, output, result)
             seconds["teardown"] = time.monotonic() - started
-        mode, why = _collect_plan.resolve(
-            s["aorta_collect_traces"], s["aorta_parse_on_nodes"], total_nodes, int(s["aorta_collect_all_max_nodes"])
-        )
+        mode, why = _collect_plan.of_run(s, total_nodes)
         result["collect_mode"] = {"mode": mode, "why": why}  # the report says it (trace_parse)
         if self._task.check_mode:
             result["seconds"] = {part: round(value, 3) for part, value in seconds.items()}

@@ -220,9 +220,7 @@ class ActionModule(ActionBase):
         """Aorta's launch_rocm.sh passes no --override: the run's files go where the config says.
         Not ``sample``: the traces a sampled run leaves on a node would share that directory with
         later runs, and a pull later would find them changed (``none`` pulls nothing later)."""
-        mode, why = _collect_plan.resolve(
-            s["aorta_collect_traces"], s["aorta_parse_on_nodes"], nodes, int(s["aorta_collect_all_max_nodes"])
-        )
+        mode, why = _collect_plan.of_run(s, nodes)
         if mode == "sample":
             raise _launch.LaunchError(
                 f"aorta_collect_traces {mode} ({why}) needs the run-scoped output of torchrun mode; script mode "

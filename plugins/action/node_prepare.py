@@ -94,11 +94,8 @@ def exclude(result: dict[str, Any]) -> dict[str, Any]:
 
 
 def _collect_mode(s: dict[str, Any], task_vars: dict[str, Any]) -> str:
-    """aorta_collect_traces' mode for the cluster's node count (_collect_plan.resolve)."""
-    nodes = len((task_vars.get("groups") or {}).get("aorta_nodes") or [1])
-    return _collect_plan.resolve(
-        s["aorta_collect_traces"], s["aorta_parse_on_nodes"], nodes, int(s["aorta_collect_all_max_nodes"])
-    )[0]
+    """aorta_collect_traces' mode for the cluster's node count."""
+    return _collect_plan.of_run(s, len((task_vars.get("groups") or {}).get("aorta_nodes") or [1]))[0]
 
 
 class ActionModule(ProbeAction):

@@ -22,6 +22,10 @@ from ansible.plugins.action import ActionBase
 
 from ansible_collections.aorta.cluster.plugins.module_utils.trace_analysis._report import TASK_ARGUMENT_SPEC, run_task
 from ansible_collections.aorta.cluster.plugins.plugin_utils import _collect_plan, _judging, _record
+from ansible_collections.aorta.cluster.plugins.plugin_utils._vocabulary import DEFAULTS
+
+# Where the play has none of them (a task outside the collection's plays): the variables' defaults.
+SAMPLE_NODES, BUDGET_GB = DEFAULTS["aorta_collect_sample_nodes"], DEFAULTS["aorta_collect_budget_gb"]
 
 
 def _number(value: Any) -> str:
@@ -155,8 +159,8 @@ class ActionModule(ActionBase):
             "mode": said.get("mode"),
             "why": said.get("why"),
             "seed": _collect_plan.seed_of(run_id),
-            "sample_nodes": int(self._variable(task_vars, "aorta_collect_sample_nodes", 2) or 0),
-            "budget_gb": float(self._variable(task_vars, "aorta_collect_budget_gb", 50) or 0),
+            "sample_nodes": int(self._variable(task_vars, "aorta_collect_sample_nodes", SAMPLE_NODES) or 0),
+            "budget_gb": float(self._variable(task_vars, "aorta_collect_budget_gb", BUDGET_GB) or 0),
         }
 
     def judging(

@@ -62,6 +62,13 @@ def resolve(collect_traces: Any, parse_on_nodes: Any, nodes: int, all_max_nodes:
     return found, why
 
 
+def of_run(s: Mapping[str, Any], nodes: int) -> tuple[str, str]:
+    """``resolve`` from a run's settings ``s`` (aorta_collect_traces, aorta_parse_on_nodes,
+    aorta_collect_all_max_nodes) for ``nodes`` nodes: what preflight, the launch and each node's end
+    ask alike."""
+    return resolve(s["aorta_collect_traces"], s["aorta_parse_on_nodes"], nodes, int(s["aorta_collect_all_max_nodes"]))
+
+
 def takes_traces(found: str, rank: int) -> bool:
     """Whether a node's end streams its traces: every node with ``all``, the head alone with
     ``sample`` (the rest come after the report, named), none with ``none``."""

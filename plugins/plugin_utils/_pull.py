@@ -20,6 +20,8 @@ import time
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
+from ansible_collections.aorta.cluster.plugins.plugin_utils._settings import write_text_atomic
+
 
 @contextlib.contextmanager
 def slot(directory: str, count: int, poll_s: float = 0.2, sleep=time.sleep) -> Iterator[int]:
@@ -110,10 +112,7 @@ def keep_row(results_dir: str, row: Mapping[str, Any]) -> dict[str, Any]:
     result then stays small whatever the node holds; combined_traces reads the row back (``row_of``)."""
     path = os.path.join(results_dir, ".staging", f"node_{int(row['rank'])}", "row.json")
     os.makedirs(os.path.dirname(path), exist_ok=True)
-    partial = f"{path}.partial"
-    with open(partial, "w", encoding="utf-8") as handle:
-        json.dump(row, handle)
-    os.replace(partial, path)
+    write_text_atomic(path, json.dumps(row))
     kept = {key: row.get(key) for key in ("rank", "name", "state", "error")}
     return dict(kept, files=len(row.get("files") or []), on_node=bool(row.get("on_node")), row_file=path)
 

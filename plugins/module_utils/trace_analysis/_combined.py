@@ -157,6 +157,13 @@ def build_manifest(params, entries):
     }
 
 
+def _write_manifest(path, manifest):
+    """manifest.json as every writer of the tree writes it (sorted, indented, a final newline)."""
+    with open(path, "w") as handle:
+        json.dump(manifest, handle, indent=2, sort_keys=True)
+        handle.write("\n")
+
+
 def current_manifest(dest):
     try:
         with open(os.path.join(dest, "manifest.json")) as handle:
@@ -181,9 +188,7 @@ def write(params, check_mode):
         manifest = build_manifest(params, entries)
         changed = current_manifest(dest) != manifest
         if changed and not check_mode:
-            with open(os.path.join(staging, "manifest.json"), "w") as handle:
-                json.dump(manifest, handle, indent=2, sort_keys=True)
-                handle.write("\n")
+            _write_manifest(os.path.join(staging, "manifest.json"), manifest)
             old = None
             if os.path.exists(dest):
                 old = f"{staging}.old"
@@ -239,8 +244,6 @@ def adopt_pulled(dest, name, fetched, why):
         entry.update(collected=True, files=got["files"], pulled={"why": why, "from": entry.pop("on_node")})
         manifest["nodes_on_node"] = [n for n in manifest.get("nodes_on_node") or [] if n != name]
         partial = os.path.join(dest, ".manifest.json.partial")
-        with open(partial, "w") as handle:
-            json.dump(manifest, handle, indent=2, sort_keys=True)
-            handle.write("\n")
+        _write_manifest(partial, manifest)
         os.replace(partial, os.path.join(dest, "manifest.json"))
         return entry, ""
