@@ -23,6 +23,21 @@ def plant(cluster, index, path, content, days_old):
         cluster.node_exec(index, "touch", "-d", f"{days_old} days ago", path)
 
 
+def trace_collect(cluster, **extra_vars):
+    """playbooks/trace_collect.yml on the stand-in's cluster file and vars, with ``extra_vars``."""
+    return cluster._run(
+        "ansible-playbook",
+        "playbooks/trace_collect.yml",
+        "-i",
+        str(cluster.cluster_json),
+        "-e",
+        f"@{cluster.vars_yml}",
+        "-e",
+        json.dumps(extra_vars),
+        timeout=300,
+    )
+
+
 def test_completed_run_is_collected_once_verified_and_alone_then_survives_an_unreachable_node(
     standin_cluster, tmp_path
 ):
@@ -65,23 +80,12 @@ def test_completed_run_is_collected_once_verified_and_alone_then_survives_an_unr
     again = tmp_path / "again"
     subprocess.run(["docker", "pause", victim["container"]], check=True)
     try:
-        proc = standin_cluster._run(
-            "ansible-playbook",
-            "playbooks/trace_collect.yml",
-            "-i",
-            str(standin_cluster.cluster_json),
-            "-e",
-            f"@{standin_cluster.vars_yml}",
-            "-e",
-            json.dumps(
-                {
-                    "aorta_run_id": run_id,
-                    "aorta_results_dir": str(again),
-                    "aorta_connect_timeout": 10,
-                    "aorta_collect_since": 0,
-                }
-            ),
-            timeout=300,
+        proc = trace_collect(
+            standin_cluster,
+            aorta_run_id=run_id,
+            aorta_results_dir=str(again),
+            aorta_connect_timeout=10,
+            aorta_collect_since=0,
         )
     finally:
         subprocess.run(["docker", "unpause", victim["container"]], check=True)
@@ -188,18 +192,11 @@ def test_a_sampled_run_keeps_the_middle_nodes_traces_where_they_are_and_pulls_th
     assert "summaries" not in proc.stdout
 
     # Later: the middle node's traces, by name, into the same tree, verified against the manifest.
-    proc = standin_cluster._run(
-        "ansible-playbook",
-        "playbooks/trace_collect.yml",
-        "-i",
-        str(standin_cluster.cluster_json),
-        "-e",
-        f"@{standin_cluster.vars_yml}",
-        "-e",
-        json.dumps(
-            {"aorta_run_id": run_id, "aorta_results_dir": str(results), "aorta_collect_nodes": [nodes[1]["mgmt_ip"]]}
-        ),
-        timeout=300,
+    proc = trace_collect(
+        standin_cluster,
+        aorta_run_id=run_id,
+        aorta_results_dir=str(results),
+        aorta_collect_nodes=[nodes[1]["mgmt_ip"]],
     )
     assert proc.returncode == 0, proc.stdout[-3000:]
     after = json.loads((tree / "manifest.json").read_text())
