@@ -5,6 +5,7 @@ and keeps a screenshot of each as a test artifact under tests/output/browser/.""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import random
 import re
@@ -117,7 +118,8 @@ def test_the_history_page_opens_in_chromium_without_error(tmp_path):
     for index in range(200):
         folder = tmp_path / f"run-{index:03d}"
         folder.mkdir()
-        context = dict(sample["context"], image_id=f"sha256:{index % 3:064d}")
+        # Three images, with ids that differ where docker's short id shows them (the first 12 digits).
+        context = dict(sample["context"], image_id="sha256:" + hashlib.sha256(bytes([index % 3])).hexdigest())
         status = "FAILED" if index == 150 else "COMPLETED"
         run = dict(sample, run_id=f"run-{index:03d}", started_epoch=1796000000 + 3600 * index, status=status)
         (folder / "run.json").write_text(json.dumps(dict(run, context=context)))
