@@ -55,7 +55,7 @@ class ActionModule(ActionBase):
         # (the rescue tears down what preflight holds; run_record says STOPPED).
         stop = _interrupt.claim("before launch")
         if stop is not None:
-            result.update(failed=True, changed=False, msg=f"not launched: the run was stopped: {stop.get('reason')}")
+            result.update(_interrupt.refused(stop))
             return result
         node = str(task_vars.get("inventory_hostname"))
         groups = task_vars.get("groups") or {}

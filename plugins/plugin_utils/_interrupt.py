@@ -67,6 +67,18 @@ def claim(phase: str, environ: Mapping[str, str] | None = None) -> dict[str, Any
     return found
 
 
+def refused(stop: Mapping[str, Any]) -> dict[str, Any]:
+    """A step's answer on a node when the user's stop came before the launch: failed (the play's
+    rescue tears down), and not by the node's own fault (``own`` false), so run.json names no node
+    unhealthy for it and junit.xml skips its launch."""
+    return {
+        "failed": True,
+        "changed": False,
+        "own": False,
+        "msg": f"not launched: the run was stopped: {stop.get('reason')}",
+    }
+
+
 def note_run(run_id: str, nodes: int, environ: Mapping[str, str] | None = None) -> None:
     """What the handler says about the run (run_start writes it once the run id is fixed)."""
     where = folder(environ)

@@ -14,7 +14,7 @@ import xmlschema
 import yaml
 from junitparser import Failure, JUnitXml, Skipped
 
-from ansible_collections.aorta.cluster.plugins.plugin_utils import _diagnosis, _run
+from ansible_collections.aorta.cluster.plugins.plugin_utils import _diagnosis, _interrupt, _run
 from ansible_collections.aorta.cluster.plugins.plugin_utils import _junit as junit
 from ansible_collections.aorta.cluster.plugins.plugin_utils import _record as rr
 
@@ -277,6 +277,38 @@ def test_a_setup_that_stopped_at_the_launch_fails_that_nodes_launch():
     assert found[node("a", 0, "run")][1] == "not launched: setup stopped on node a"
 
 
+def test_a_run_the_user_stopped_before_launch_skips_the_launch_and_names_no_node_unhealthy():
+    # What node_launch answers on every node once the user's stop is claimed before launch, kept by
+    # the launch play's rescue; run_record then writes STOPPED.
+    probed = {"derived": {"fabric_if": "eth1", "fingerprint": {"kernel": "6.8"}, "health": {"gpus": 8}}}
+    stop = {"reason": "SIGINT on the controller", "phase": "before launch", "signal": "SIGINT"}
+    hostvars = {
+        name: {
+            "aorta_node_rank": rank,
+            "aorta_prepare": probed,
+            "aorta_node_setup_task": junit.LAUNCH_TASK,
+            "aorta_node_setup_result": _interrupt.refused(stop),
+        }
+        for rank, name in enumerate(("a", "b"))
+    }
+    found = rr.record(
+        dict(SETTINGS, aorta_stop_request=stop),
+        dict(hostvars, localhost={"aorta_setup_failed": True}),
+        {"aorta_nodes": ["a", "b"]},
+        SAMPLE["finished_epoch"],
+        diagnose=lambda *a: {},
+    )
+    run = found["run_json"]
+    assert run["status"] == "STOPPED" and run["unhealthy"] == [], run["unhealthy"]
+    cases = cases_of(junit.junit_xml(run, None))
+    assert failures(cases) == {}
+    for name, rank in (("a", 0), ("b", 1)):
+        assert cases[node(name, rank, "health")][0] == ""
+        for stage in ("launch", "run", "collect"):
+            assert cases[node(name, rank, stage)][:2] == ("skipped", "not launched: stopped by the user")
+    assert cases["aorta.run: status"][0] == "skipped"
+
+
 def test_a_failed_threshold_is_one_failing_testcase_with_its_reason():
     checks = report()["validation"]["checks"]
     reason = "max_avg_iteration_ms: measured 612.5 exceeds threshold 500.0"
@@ -384,6 +416,7 @@ def test_findings_fail_naming_the_node_or_rank_and_the_figure():
         "reason": "",
         "tolerance": 0.05,
         "metrics": {"avg_step_time_ms": {"now": 130.0, "then": 100.0, "delta_ratio": 0.3}},
+        "stands_out": f"stands out: slow node {WORKER} (+23% compute)",
     }
     done = report(slow_nodes=[slow], stragglers=[straggler], baseline=baseline)
     found = failures(cases_of(junit.junit_xml(sample(), done)))
@@ -393,7 +426,7 @@ def test_findings_fail_naming_the_node_or_rank_and_the_figure():
         "aorta.findings: stragglers": f"rank 1 on node {HEAD}: compute +50% over the median rank (slowest in 6 of 6 "
         "steps)",
         "aorta.findings: baseline": "regression against the baseline: avg step time 130 ms against 100 ms (+30%), "
-        "beyond the 5% tolerance",
+        f"beyond the 5% tolerance; stands out: slow node {WORKER} (+23% compute)",
     }
     two = report(stragglers=[straggler, dict(straggler, rank=3, node=WORKER)], slow_links=[])
     found = cases_of(junit.junit_xml(sample(), two))
