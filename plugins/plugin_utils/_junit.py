@@ -443,7 +443,8 @@ def _baseline_case(report: Mapping[str, Any]) -> dict:
     )
     tolerance = baseline.get("tolerance")
     beyond = f", beyond the {float(tolerance) * 100:g}% tolerance" if isinstance(tolerance, (int, float)) else ""
-    message = f"regression against the baseline: {figure}{beyond}"
+    who = f"; {baseline['stands_out']}" if baseline.get("stands_out") else ""
+    message = f"regression against the baseline: {figure}{beyond}{who}"
     return _case(where, "baseline", "failure", message, "\n".join(filter(None, [message, reason])), "finding")
 
 

@@ -96,6 +96,9 @@ def test_stragglers_and_baseline_on_the_stand_in_cluster(standin_cluster, tmp_pa
         first_named = report["stragglers"][0]
         assert (first_named["rank"], first_named["node"]) == (2, node_of_rank_2), first_named
         assert report["baseline"]["verdict"] == "regression", report["baseline"]
+        # The regression names the slow rank, in the report JSON and on the page.
+        assert report["baseline"]["stands_out"].startswith(f"stands out: rank 2 on {node_of_rank_2} ("), report
+        assert report["baseline"]["stands_out"] in (results / "report.html").read_text()
         slow_runs.append(results)
 
     # The same verdict from trace_report.yml on a finished run's traces.

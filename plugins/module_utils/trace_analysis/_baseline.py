@@ -81,3 +81,25 @@ def compare_baseline(report: dict, source: str, tolerance: float = 0.05) -> dict
         "verdict": verdict,
         "reason": reason,
     }
+
+
+# How many of the named nodes or ranks a regression's line carries (the report's tables list all).
+STANDS_OUT_SHOWN = 3
+NOBODY_STANDS_OUT = "no node or rank stands out: the whole cluster is slower"
+
+
+def stands_out(report: dict) -> str:
+    """Who a regression points at, in one line: the slow nodes (``slow node <node> (+N% compute)``),
+    else the stragglers (``rank <r> on <node> (+N% compute)``), at most ``STANDS_OUT_SHOWN`` and then
+    a count; ``NOBODY_STANDS_OUT`` when the run names neither."""
+    named = [
+        f"slow node {n.get('node')} (+{float(n.get('excess_ratio') or 0) * 100:.0f}% compute)"
+        for n in report.get("slow_nodes") or []
+    ] or [
+        f"rank {s.get('rank')} on {s.get('node')} (+{float(s.get('excess_ratio') or 0) * 100:.0f}% compute)"
+        for s in report.get("stragglers") or []
+    ]
+    if not named:
+        return NOBODY_STANDS_OUT
+    more = f" and {len(named) - STANDS_OUT_SHOWN} more" if len(named) > STANDS_OUT_SHOWN else ""
+    return "stands out: " + ", ".join(named[:STANDS_OUT_SHOWN]) + more

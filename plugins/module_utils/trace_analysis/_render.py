@@ -548,10 +548,11 @@ def _baseline(baseline):
     differs = baseline.get("differences") or []
     differs_text = f"; differs: {'; '.join(differs)}" if differs else ""
     against = f" against {baseline['source']}" if baseline.get("source") else ""
+    who = f"; {baseline['stands_out']}" if baseline.get("stands_out") else ""
     return {
         "css": "bad" if baseline["verdict"] == "regression" else "ok",
         "line": f"{baseline['verdict']} (tolerance {baseline['tolerance'] * 100:.0f}%){against}{chosen}{reason}"
-        f"{differs_text}",
+        f"{differs_text}{who}",
         "table": _table(
             ("figure", "now", "then", "change"),
             [

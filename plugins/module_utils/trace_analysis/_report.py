@@ -22,7 +22,7 @@ from ansible_collections.aorta.cluster.plugins.module_utils.trace_analysis._anal
     analyse_all,
     find_traces,
 )
-from ansible_collections.aorta.cluster.plugins.module_utils.trace_analysis._baseline import compare_baseline
+from ansible_collections.aorta.cluster.plugins.module_utils.trace_analysis._baseline import compare_baseline, stands_out
 from ansible_collections.aorta.cluster.plugins.module_utils.trace_analysis._render import (
     no_msgspec_warning,
     write_outputs,
@@ -668,6 +668,8 @@ def run_task(p: dict, check_mode: bool = False) -> tuple:
         except ReportError as exc:
             return {"changed": False}, str(exc)
         report["baseline"].update(chosen=context.get("chosen", ""), differences=context.get("differences") or [])
+        if report["baseline"]["verdict"] == "regression":
+            report["baseline"]["stands_out"] = stands_out(report)
     elif context.get("reason"):
         report["baseline"] = not_compared(context["reason"], p.get("baseline_tolerance", 0.05))
     report["tools"] = tool_notes()

@@ -38,6 +38,9 @@ def test_baseline_says_regression_for_a_slower_run_and_same_for_an_equal_one(tmp
         0.5
     )
     assert "Against the baseline" in _render.render_html(dict(slower, baseline=worse))
+    # The verdict's line ends with who stands out.
+    named = dict(worse, stands_out="stands out: rank 3 on n1 (+50% compute)")
+    assert _render._baseline(named)["line"].endswith("; stands out: rank 3 on n1 (+50% compute)")
 
 
 def test_baseline_change_inside_the_steps_noise_is_not_a_regression(tmp_path):
@@ -67,4 +70,16 @@ def test_against_a_healthy_baseline_a_run_with_a_slow_rank_is_a_regression_and_a
     result = _baseline.compare_baseline(now, str(tmp_path / "then"))
     assert result["verdict"] == verdict, result
     if verdict == "regression":
-        assert now["stragglers"][0]["rank"] == 2  # and the report says who
+        # The report says who: the regression's line names the slow rank with its node.
+        assert now["stragglers"][0]["rank"] == 2
+        assert _baseline.stands_out(now).startswith(f"stands out: rank 2 on {now['stragglers'][0]['node']} (+")
+
+
+def test_a_regression_names_the_slow_nodes_first_then_the_stragglers_then_says_nobody_stands_out():
+    slow = [{"node": f"n{i}", "excess_ratio": 0.2} for i in range(5)]
+    ranks = [{"rank": 7, "node": "n1", "excess_ratio": 0.5}]
+    assert _baseline.stands_out({"slow_nodes": slow, "stragglers": ranks}) == (
+        "stands out: slow node n0 (+20% compute), slow node n1 (+20% compute), slow node n2 (+20% compute) and 2 more"
+    )
+    assert _baseline.stands_out({"slow_nodes": [], "stragglers": ranks}) == "stands out: rank 7 on n1 (+50% compute)"
+    assert _baseline.stands_out({"slow_nodes": [], "stragglers": []}) == _baseline.NOBODY_STANDS_OUT
