@@ -1,7 +1,8 @@
 """History benchmark: a results root of 1000 runs, its index rebuilt, then one run added at a time.
 
 Builds 1000 synthetic runs in a temporary root (each a run.json made from docs/samples/run.json on 16
-nodes, and a small aorta_benchmark_report.json; four fingerprints: two images, two override sets;
+nodes with a 72-key effective config, and a small aorta_benchmark_report.json; four fingerprints:
+two images, two override sets;
 one run in ten FAILED), then measures in this one run:
   rebuild_s         _history.rebuild of the root: every run.json and report read once (seconds)
   add_s             _history.update for one new run with 1000 in the index (median of 7 adds: the
@@ -29,12 +30,19 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / ".collections"))
 
 from ansible_collections.aorta.cluster.plugins.plugin_utils import _history  # noqa: E402
+from ansible_collections.aorta.cluster.plugins.plugin_utils._run_context import effective_config  # noqa: E402
 
 RUNS, NODES, ADDS = 1000, 16, 7
 SAMPLE = json.loads((REPO / "docs" / "samples" / "run.json").read_text())
 START = 1_790_000_000
 IMAGES = ("sha256:" + "2d" * 32, "sha256:" + "7a" * 32)
 OVERRIDES = ({"training.max_steps": 200}, {"training.max_steps": 200, "training.batch_size": 16})
+# A base config of the size of Aorta's own (config/distributed.yaml flattens to 72 keys): 4 sections
+# of 18 keys; each run.json's context.effective_config is it with the run's overrides.
+BASE_CONFIG = "".join(
+    f"{section}:\n" + "".join(f"  key_{n:02d}: {n * 1.5}\n" for n in range(18))
+    for section in ("training", "model", "dataset", "optimizer")
+)
 
 
 def run_doc(index: int, rng: random.Random) -> dict:
@@ -44,8 +52,13 @@ def run_doc(index: int, rng: random.Random) -> dict:
     run["run_id"] = time.strftime("%Y%m%dT%H%M%S", time.gmtime(started)) + f"-{index:06x}"
     run["started_epoch"], run["finished_epoch"] = started, started + 900
     run["status"] = "FAILED" if rng.random() < 0.1 else "COMPLETED"
+    overrides = OVERRIDES[(index // 2) % 2]
     run["context"].update(
-        image_id=IMAGES[index % 2], overrides=OVERRIDES[(index // 2) % 2], nodes=NODES, gpus_per_node=8
+        image_id=IMAGES[index % 2],
+        overrides=overrides,
+        nodes=NODES,
+        gpus_per_node=8,
+        effective_config=effective_config(BASE_CONFIG, overrides),
     )
     run["nodes"] = [dict(copy.deepcopy(node), name=f"mi300x-{n:04d}", rank=n) for n in range(NODES)]
     run["verdict"] = {"verdict": "PASS" if run["status"] == "COMPLETED" else "FAIL", "reasons": []}

@@ -38,8 +38,9 @@ INDEX_JSON = "index.json"
 INDEX_HTML = "index.html"
 LOCK = ".index.lock"
 INDEX_FORMAT = 1
-# Override keys that never change a step's work: how many steps, what is profiled, the stand-in's faults.
-NEUTRAL_KEYS = ("training.max_steps", "profiling.*", "standin.*")
+# Config keys that never change a step's work: how many steps, where the output goes, what is
+# profiled, the stand-in's faults.
+NEUTRAL_KEYS = ("training.max_steps", "training.output_dir", "profiling.*", "standin.*")
 # What the page shows at most of one run's lists (reasons, drift, slow nodes): the rest is counted.
 SHOWN = 3
 MAX_TEXT = 160
@@ -103,23 +104,37 @@ def fingerprint(run: Mapping[str, Any], ignore: Iterable[str] = ()) -> dict[str,
     """What makes two runs comparable (``run``: run.json): ``nodes`` (the sorted names of the nodes
     that ran, excluded ones left out), ``image_id`` (the context's, else the nodes' distinct ones
     joined by commas), ``gpus_per_node``, ``rocm`` and ``amdgpu`` (the nodes' distinct versions) and
-    ``config``: ``base_config`` and ``overrides`` less ``training.max_steps``, ``profiling.*``,
-    ``standin.*`` and ``ignore`` (dotted keys, or prefixes ending in ``.*``)."""
+    ``config``: ``effective`` (run.json's ``context.effective_config``: the base config as the head
+    read it with the overrides applied) less ``NEUTRAL_KEYS`` (``training.max_steps``,
+    ``training.output_dir``, ``profiling.*``, ``standin.*``) and ``ignore`` (dotted keys, or
+    prefixes ending in ``.*``); a run.json without it (an earlier version's, or a base config the
+    head could not read) gives ``base_config`` (its path) and ``overrides`` less the same keys."""
     context = _dict(run.get("context"))
     nodes = _ran(run)
     image_id = context.get("image_id") or ",".join(_values(nodes, "image_id")) or None
     gpus = context.get("gpus_per_node")
+    patterns = (*NEUTRAL_KEYS, *ignore)
+    effective = context.get("effective_config")
+    if isinstance(effective, Mapping):
+        config: dict[str, Any] = {"effective": _without(effective, patterns)}
+    else:
+        config = {
+            "base_config": context.get("base_config"),
+            "overrides": _overrides(context.get("overrides"), patterns),
+        }
     return {
         "nodes": sorted(str(n.get("name")) for n in nodes),
         "image_id": str(image_id) if image_id else None,
         "gpus_per_node": gpus if isinstance(gpus, int) and not isinstance(gpus, bool) else None,
         "rocm": _values(nodes, "rocm"),
         "amdgpu": _values(nodes, "amdgpu"),
-        "config": {
-            "base_config": context.get("base_config"),
-            "overrides": _overrides(context.get("overrides"), (*NEUTRAL_KEYS, *ignore)),
-        },
+        "config": config,
     }
+
+
+def _without(config: Mapping[str, Any], patterns: Sequence[str]) -> dict[str, Any]:
+    """``config`` (dotted keys) less the keys ``patterns`` name, in key order."""
+    return {key: config[key] for key in sorted(config) if not _ignored(str(key), patterns)}
 
 
 def refine(fp: Mapping[str, Any], ignore: Iterable[str] = ()) -> dict[str, Any]:
@@ -127,6 +142,8 @@ def refine(fp: Mapping[str, Any], ignore: Iterable[str] = ()) -> dict[str, Any]:
     keys ignored, as ``fingerprint(run, ignore)`` would make it now."""
     patterns = tuple(ignore)
     config = _dict(fp.get("config"))
+    if "effective" in config:
+        return {**fp, "config": {"effective": _without(_dict(config["effective"]), patterns)}}
     overrides = {k: v for k, v in _dict(config.get("overrides")).items() if not _ignored(k, patterns)}
     return {**fp, "config": {**config, "overrides": overrides}}
 
@@ -175,6 +192,10 @@ def differences(a_fp: Mapping[str, Any], b_fp: Mapping[str, Any]) -> list[str]:
         if a_fp.get(key) != b_fp.get(key):
             lines.append(f"{label} {_text(a_fp.get(key))} vs {_text(b_fp.get(key))}")
     a_config, b_config = _dict(a_fp.get("config")), _dict(b_fp.get("config"))
+    if "effective" in a_config and "effective" in b_config:
+        return lines + _config_differences(_dict(a_config["effective"]), _dict(b_config["effective"]))
+    if ("effective" in a_config) != ("effective" in b_config):
+        return [*lines, "config: only one of the two runs recorded its effective config (an earlier version?)"]
     if a_config.get("base_config") != b_config.get("base_config"):
         lines.append(f"base config {_text(a_config.get('base_config'))} vs {_text(b_config.get('base_config'))}")
     a_over, b_over = _dict(a_config.get("overrides")), _dict(b_config.get("overrides"))
@@ -183,6 +204,29 @@ def differences(a_fp: Mapping[str, Any], b_fp: Mapping[str, Any]) -> list[str]:
             name = key or "(unparsed overrides)"
             lines.append(f"override {name}: {a_over.get(key, 'unset')} vs {b_over.get(key, 'unset')}")
     return lines
+
+
+def _config_differences(a_config: Mapping[str, Any], b_config: Mapping[str, Any]) -> list[str]:
+    """``config <key>: <this run's> vs <the other's>`` per dotted key that differs, at most
+    ``SHOWN * 3`` and then a count."""
+    keys = [k for k in sorted(set(a_config) | set(b_config)) if a_config.get(k, _UNSET) != b_config.get(k, _UNSET)]
+    lines = [
+        f"config {key}: {_value_text(a_config.get(key, _UNSET))} vs {_value_text(b_config.get(key, _UNSET))}"
+        for key in keys[: SHOWN * 3]
+    ]
+    if len(keys) > SHOWN * 3:
+        lines.append(f"config: {len(keys) - SHOWN * 3} more keys differ")
+    return lines
+
+
+_UNSET = object()
+
+
+def _value_text(value: Any) -> str:
+    if value is _UNSET:
+        return "unset"
+    text = json.dumps(value, default=str) if not isinstance(value, str) else value
+    return text if len(text) <= 40 else text[:39] + "\u2026"
 
 
 # ----------------------------------------------------------------------------------------------
@@ -270,6 +314,7 @@ def entry(
         "drift": len(drift),
         "drift_lines": [f"{d.get('label')}: {d.get('count')} of {d.get('of')} nodes differ" for d in drift],
         "links": _links(run_dir, relative),
+        "config": {"base_config": context.get("base_config"), "overrides": _overrides(context.get("overrides"), ())},
         "fingerprint": fp,
         "fingerprint_id": fingerprint_id(fp),
     }
@@ -592,8 +637,13 @@ def _trend_svg(points: Sequence[tuple[Mapping[str, Any], float]], label: str, un
     return "".join(out)
 
 
-def _fp_summary(fp: Mapping[str, Any]) -> str:
+def _fp_summary(fp: Mapping[str, Any], row: Mapping[str, Any]) -> str:
+    """What a fingerprint is, in a line; its config as the newest run ``row`` was given it (the base
+    config and overrides) where the fingerprint holds the effective config."""
     config = _dict(fp.get("config"))
+    effective = config.get("effective")
+    if isinstance(effective, Mapping):
+        config = _dict(row.get("config"))
     overrides = [f"{k}={v}" for k, v in _dict(config.get("overrides")).items()]
     nodes = list(fp.get("nodes") or ())
     parts = [
@@ -603,7 +653,8 @@ def _fp_summary(fp: Mapping[str, Any]) -> str:
         f"ROCm {_text(fp.get('rocm'))}",
         f"amdgpu {_text(fp.get('amdgpu'))}",
         f"config {_text(config.get('base_config'))}"
-        + (f" with {_listed(overrides, 8)}" if overrides else " without overrides"),
+        + (f" with {_listed(overrides, 8)}" if overrides else " without overrides")
+        + (f" (effective config compared: {_plural(len(effective), 'key')})" if isinstance(effective, Mapping) else ""),
     ]
     text = " \u00b7 ".join(parts)
     return _e(text if len(text) <= 4 * MAX_TEXT else text[: 4 * MAX_TEXT - 1] + "\u2026")
@@ -618,7 +669,7 @@ def _group_html(fp_id: str, rows: Sequence[Mapping[str, Any]]) -> str:
     rate = [(r, float(r[key])) for r in oldest_first if _number(r.get(key)) is not None]
     out = [
         f'<section id="fp-{_e(fp_id)}"><h3>fingerprint {_e(fp_id)}: {_plural(len(rows), "run")}</h3>',
-        f"<p class=small>{_fp_summary(_dict(rows[0].get('fingerprint')))}</p>",
+        f"<p class=small>{_fp_summary(_dict(rows[0].get('fingerprint')), rows[0])}</p>",
     ]
     out.append(_trend_svg(steps, "step time", "ms") if steps else "<p class=small>no step time measured</p>")
     out.append(_trend_svg(rate, "throughput", unit) if rate else "<p class=small>no throughput known</p>")

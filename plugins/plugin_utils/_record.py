@@ -32,7 +32,7 @@ from ansible_collections.aorta.cluster.plugins.plugin_utils._run import (
     run_status,
     setup_failure,
 )
-from ansible_collections.aorta.cluster.plugins.plugin_utils._run_context import run_settings
+from ansible_collections.aorta.cluster.plugins.plugin_utils._run_context import effective_config, run_settings
 from ansible_collections.aorta.cluster.plugins.plugin_utils._settings import read_json_object, write_text_atomic
 
 NODES_GROUP = "aorta_nodes"
@@ -381,12 +381,13 @@ def diagnosis(results_dir: str, run_state: str, rows: list[Mapping[str, Any]], r
 def context(settings: Mapping[str, Any], hostvars: Mapping[str, Any], groups: Mapping[str, Any] | None) -> dict:
     """What ran, with what (run.json's ``context``): the image and config the run was given, and what
     the head's preflight and launch found (image id, launch mode, node and rank counts, the
-    effective config's batch size and sequence length)."""
+    effective config's batch size and sequence length, and the effective config itself, flattened)."""
     values = _vars(hostvars, head(hostvars, groups))
     launch = _dict(values.get("aorta_launch"))
     facts = _dict(_dict(values.get("aorta_prepare")).get("facts"))
     overrides = settings["aorta_training_overrides"]
     base_config = settings["aorta_base_config"]
+    config_text = _dict(facts.get("read")).get("text", "")
     return {
         "image": settings["aorta_docker_image"],
         "image_id": facts.get("image_id"),
@@ -395,7 +396,8 @@ def context(settings: Mapping[str, Any], hostvars: Mapping[str, Any], groups: Ma
         "launch_mode": launch.get("launch_mode"),
         "nodes": launch.get("nnodes", len(nodes_of(groups))),
         "gpus_per_node": nproc(hostvars, groups),
-        "settings": run_settings(_dict(facts.get("read")).get("text", ""), overrides, base_config),
+        "settings": run_settings(config_text, overrides, base_config),
+        "effective_config": effective_config(config_text, overrides, base_config),
     }
 
 

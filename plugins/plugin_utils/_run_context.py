@@ -1,7 +1,8 @@
 # Copyright (c) aorta.cluster contributors
 # GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""What the report's throughput needs from the run's effective Aorta config (controller side).
+"""The run's effective Aorta config (controller side): what the report's throughput needs of it, and
+the whole of it, flattened, for the history's fingerprint.
 
 Private to this collection. The effective config is the base config with the run's overrides
 applied as Aorta's ``merge_cli_overrides`` does (dotted keys; true/false, then int, then float,
@@ -37,14 +38,16 @@ def _number(value: Any) -> float | None:
     return value
 
 
-def run_settings(config_text: Any, overrides: Any, config_path: str = "") -> dict[str, Any]:
-    """``batch_size`` (training.batch_size) and ``sequence_length`` (dataset.sequence_length) of the
-    effective config, each None when not known, and ``note`` saying what could not be read."""
+def _applied(config_text: Any, overrides: Any, config_path: str) -> tuple[dict[str, Any], bool, list[str]]:
+    """(the base config with the overrides applied, whether the base config was read, what could not
+    be read)."""
     config: dict = {}
     notes = []
+    read = False
     if isinstance(config_text, str) and config_text.strip():
         try:
             loaded = yaml.safe_load(config_text)
+            read = isinstance(loaded, dict)
         except yaml.YAMLError as exc:
             notes.append(f"{config_path or 'the base config'} is not YAML ({str(exc).splitlines()[0]})")
             loaded = {}
@@ -55,6 +58,7 @@ def run_settings(config_text: Any, overrides: Any, config_path: str = "") -> dic
         tokens = override_tokens(overrides)
     except LaunchError as exc:
         tokens = []
+        read = False
         notes.append(str(exc))
     for token in tokens:
         key, raw = token.split("=", 1)
@@ -65,6 +69,44 @@ def run_settings(config_text: Any, overrides: Any, config_path: str = "") -> dic
                 target[part] = {}
             target = target[part]
         target[parts[-1]] = _coerce(raw)
+    return config, read, notes
+
+
+def _plain(value: Any) -> Any:
+    """``value`` as JSON holds it: lists, mappings and scalars kept, anything else (a YAML date) as text."""
+    if isinstance(value, (str, int, float, bool)) or value is None:
+        return value
+    if isinstance(value, (list, tuple)):
+        return [_plain(item) for item in value]
+    if isinstance(value, dict):
+        return {str(key): _plain(item) for key, item in value.items()}
+    return str(value)
+
+
+def _flat(config: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    found: dict[str, Any] = {}
+    for key, value in config.items():
+        dotted = f"{prefix}{key}"
+        if isinstance(value, dict) and value:
+            found.update(_flat(value, dotted + "."))
+        else:
+            found[dotted] = _plain(value)
+    return found
+
+
+def effective_config(config_text: Any, overrides: Any, config_path: str = "") -> dict[str, Any] | None:
+    """run.json's ``context.effective_config``: the base config as the head read it with the
+    overrides applied, flattened to ``{dotted key: value}`` in key order; None when the base config
+    was not read on the head, is not a YAML mapping, or the overrides do not parse (the run's work
+    is then not known)."""
+    config, read, _notes = _applied(config_text, overrides, config_path)
+    return dict(sorted(_flat(config).items())) if read else None
+
+
+def run_settings(config_text: Any, overrides: Any, config_path: str = "") -> dict[str, Any]:
+    """``batch_size`` (training.batch_size) and ``sequence_length`` (dataset.sequence_length) of the
+    effective config, each None when not known, and ``note`` saying what could not be read."""
+    config, _read, notes = _applied(config_text, overrides, config_path)
     training = config.get("training")
     dataset = config.get("dataset")
     training = training if isinstance(training, dict) else {}

@@ -14,21 +14,28 @@ from pathlib import Path
 import pytest
 
 from ansible_collections.aorta.cluster.plugins.plugin_utils import _history as hi
+from ansible_collections.aorta.cluster.plugins.plugin_utils._run_context import effective_config
 
 REPO = Path(__file__).resolve().parents[4]
 SAMPLE = json.loads((REPO / "docs" / "samples" / "run.json").read_text())
 START = SAMPLE["started_epoch"]
 OTHER_IMAGE = "sha256:" + "cd" * 32
+# The sample's base config as its head read it (its effective_config is this, without overrides).
+STANDIN_CONFIG = (REPO / "tests" / "standin" / "workload" / "config" / "standin.yaml").read_text()
 
 
 def run_doc(run_id: str, started: int = START, **changes) -> dict:
-    """The sample run.json as run ``run_id``; ``changes``: image_id, status, overrides, verdict, or
-    a callable ``edit`` given the document."""
+    """The sample run.json as run ``run_id``; ``changes``: image_id, status, overrides, base_config,
+    config_text (the base config's content), verdict, or a callable ``edit`` given the document. The
+    effective config follows the overrides and the content as run_record writes it."""
     run = copy.deepcopy(SAMPLE)
     run["run_id"], run["started_epoch"], run["finished_epoch"] = run_id, started, started + 20
     for key in ("image", "image_id", "overrides", "base_config", "gpus_per_node"):
         if key in changes:
             run["context"][key] = changes[key]
+    if "overrides" in changes or "config_text" in changes:
+        text = changes.get("config_text", STANDIN_CONFIG)
+        run["context"]["effective_config"] = effective_config(text, run["context"]["overrides"])
     if "status" in changes:
         run["status"] = changes["status"]
     if "verdict" in changes:
@@ -100,10 +107,27 @@ def test_fingerprint_of_the_sample():
         "gpus_per_node": 2,
         "rocm": ["6.2.4"],
         "amdgpu": ["6.8.5"],
-        "config": {"base_config": "config/standin.yaml", "overrides": {}},
+        "config": {"effective": {"model.model_dim": 64, "training.batch_size": 8}},
     }
     assert len(hi.fingerprint_id(fp)) == 12
     assert hi.fingerprint_id(fp) == hi.fingerprint_id(json.loads(json.dumps(fp)))
+
+
+def test_the_effective_config_decides_not_the_base_configs_path():
+    same_work = run_doc("a", base_config="/elsewhere/copy-of-standin.yaml")
+    assert hi.fingerprint_id(hi.fingerprint(same_work)) == hi.fingerprint_id(hi.fingerprint(SAMPLE))
+    edited = run_doc("b", config_text=STANDIN_CONFIG.replace("model_dim: 64", "model_dim: 128"))
+    assert hi.differences(hi.fingerprint(edited), hi.fingerprint(SAMPLE)) == ["config model.model_dim: 128 vs 64"]
+    # A run.json of an earlier version (no effective_config): the base config's path and the overrides.
+    earlier = run_doc("c", overrides={"training.lr": 0.1, "profiling.active": 3})
+    del earlier["context"]["effective_config"]
+    assert hi.fingerprint(earlier)["config"] == {
+        "base_config": "config/standin.yaml",
+        "overrides": {"training.lr": "0.1"},
+    }
+    assert hi.differences(hi.fingerprint(earlier), hi.fingerprint(SAMPLE)) == [
+        "config: only one of the two runs recorded its effective config (an earlier version?)"
+    ]
 
 
 def test_fingerprint_ignores_keys_that_do_not_change_a_step():
@@ -131,7 +155,7 @@ def test_fingerprint_ignores_keys_that_do_not_change_a_step():
     [
         {"image_id": OTHER_IMAGE},
         {"overrides": {"training.batch_size": 16}},
-        {"base_config": "config/other.yaml"},
+        {"config_text": STANDIN_CONFIG.replace("batch_size: 8", "batch_size: 16")},
         {"gpus_per_node": 8},
         {"edit": lambda run: run["nodes"][1]["fingerprint"].update(rocm="6.3.0")},
         {"edit": lambda run: run["nodes"][0]["fingerprint"].update(amdgpu="6.10.5")},
@@ -160,7 +184,7 @@ def test_differences_one_line_per_part():
     lines = hi.differences(a, b)
     assert lines[0].startswith("image id sha256:2dedea257549") and "vs sha256:cdcdcdcdcdcd" in lines[0]
     assert lines[1] == "nodes: 2 vs 2; 192.168.144.2 only in this run; 10.0.0.3 only in the other"
-    assert lines[2] == "override training.lr: 0.1 vs unset"
+    assert lines[2] == "config training.lr: 0.1 vs unset"
     assert len(lines) == 3
     assert hi.differences(a, a) == []
 
@@ -383,7 +407,7 @@ def test_choose_baseline_honours_ignored_keys(tmp_path):
     path, why = hi.choose_baseline(str(root), run)
     assert path is None
     assert why.startswith("no comparable run: 5 earlier runs, none with this fingerprint ")
-    assert why.endswith("; the newest COMPLETED one, r5, differs in: override training.lr: 0.2 vs unset")
+    assert why.endswith("; the newest COMPLETED one, r5, differs in: config training.lr: 0.2 vs unset")
     assert hi.choose_baseline(str(root), run, ["training.lr"])[0] == str(root / "r2")
 
 

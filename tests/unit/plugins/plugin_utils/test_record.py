@@ -20,6 +20,7 @@ from ansible_collections.aorta.cluster.plugins.plugin_utils._cluster_file import
 
 REPO = Path(__file__).resolve().parents[4]
 SAMPLE = json.loads((REPO / "docs" / "samples" / "run.json").read_text())
+STANDIN_CONFIG = REPO / "tests" / "standin" / "workload" / "config" / "standin.yaml"
 # What preflight puts in a row; node_end's node_result holds the rest.
 FROM_PREFLIGHT = ("fingerprint", "health")
 SETTINGS = {
@@ -53,7 +54,8 @@ def sample_vars():
         derived |= {key: row[key] for key in FROM_PREFLIGHT}
         prepared = {"derived": derived, "facts": {"image_id": SAMPLE["context"]["image_id"]}}
         if row["rank"] == 0:
-            prepared["facts"]["read"] = {"text": "training:\n  batch_size: 8\n"}
+            # The stand-in's base config as the head read it: the sample's effective_config is it.
+            prepared["facts"]["read"] = {"text": STANDIN_CONFIG.read_text()}
         result = {key: value for key, value in row.items() if key not in FROM_PREFLIGHT}
         if row["rank"] == 0:  # the head's supervisor holds the cluster's sweep; run.json lifts it out
             cluster = {key: value for key, value in SAMPLE["fabric_sweep"].items() if key != "ran"}

@@ -4,7 +4,7 @@ merged as Aorta merges them."""
 
 from __future__ import annotations
 
-from ansible_collections.aorta.cluster.plugins.plugin_utils._run_context import run_settings
+from ansible_collections.aorta.cluster.plugins.plugin_utils._run_context import effective_config, run_settings
 
 
 def test_the_base_config_alone():
@@ -32,3 +32,21 @@ def test_what_cannot_be_read_is_said_not_guessed():
     assert run_settings("training: [", {}, "config/x.yaml")["note"].startswith("config/x.yaml is not YAML")
     assert run_settings("training:\n  batch_size: lots\n", {})["batch_size"] is None
     assert run_settings("training:\n  batch_size: 0\n", {})["batch_size"] is None
+
+
+def test_the_effective_config_is_the_base_config_with_the_overrides_flattened():
+    text = "training:\n  batch_size: 64\n  lr: 0.1\nmodel:\n  layers: [1, 2]\n  extra: {}\nstarted: 2026-12-01\n"
+    found = effective_config(text, "training.batch_size=8 model.dim=128")
+    assert found == {
+        "model.dim": 128,
+        "model.extra": {},
+        "model.layers": [1, 2],
+        "started": "2026-12-01",
+        "training.batch_size": 8,
+        "training.lr": 0.1,
+    }
+    assert list(found) == sorted(found)
+    # Not known: the base config not read on the head, not a mapping, or overrides that do not parse.
+    assert effective_config("", {}) is None
+    assert effective_config("- a\n", {}) is None
+    assert effective_config(text, "training.batch_size") is None
