@@ -17,6 +17,7 @@ from ansible.plugins.action import ActionBase
 from ansible.utils.display import Display
 
 from ansible_collections.aorta.cluster.plugins.plugin_utils import _console, _outcome
+from ansible_collections.aorta.cluster.plugins.plugin_utils._vocabulary import DEFAULTS
 
 display = Display()
 
@@ -36,8 +37,10 @@ class ActionModule(ActionBase):
         if not results_dir:
             result.update(failed=True, msg="aorta_results_dir_resolved: not set; run_outcome runs after run_record")
             return result
-        ignore = self._variable(task_vars, "aorta_baseline_ignore", []) or []
-        fail_on_threshold = boolean(self._variable(task_vars, "aorta_fail_on_threshold", True), strict=False)
+        ignore = self._variable(task_vars, "aorta_baseline_ignore", DEFAULTS["aorta_baseline_ignore"]) or []
+        fail_on_threshold = boolean(
+            self._variable(task_vars, "aorta_fail_on_threshold", DEFAULTS["aorta_fail_on_threshold"]), strict=False
+        )
         check_mode = bool(self._task.check_mode)
         try:
             found = _outcome.finish(results_dir, ignore=[str(key) for key in ignore], write=not check_mode)

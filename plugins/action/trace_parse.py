@@ -176,8 +176,11 @@ class ActionModule(ActionBase):
         after_run = bool(run_dir) and not self._task.args.get("traces_dir") and bool(_record.nodes_of(groups))
         if after_run:
             found["fail_on_threshold"] = False
-        ignore = [str(key) for key in self._variable(task_vars, "aorta_baseline_ignore", []) or []]
-        found.update(_judging.baseline(args.get("baseline"), run_dir or str(args.get("report_dir") or ""), ignore))
+        default_ignore = DEFAULTS["aorta_baseline_ignore"]
+        ignore = [str(key) for key in self._variable(task_vars, "aorta_baseline_ignore", default_ignore) or []]
+        if not after_run:
+            run_dir = _judging.run_dir_of(str(args.get("report_dir") or ""), str(args.get("traces_dir") or ""))
+        found.update(_judging.baseline(args.get("baseline"), run_dir, ignore))
         return found
 
     def where(self, task_vars: Mapping[str, Any]) -> dict[str, Any]:

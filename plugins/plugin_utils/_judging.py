@@ -37,6 +37,18 @@ def _run_of(path: str) -> dict[str, Any] | None:
     return read_json_object(os.path.join(folder, "run.json"))
 
 
+def run_dir_of(report_dir: str, traces_dir: str) -> str:
+    """The run a report of a folder of traces (trace_report.yml) belongs to, for its baseline: the
+    report's folder when it holds a run.json, else the folder that holds the traces' folder when
+    that does (a run's combined_traces), else the report's folder (which then has none)."""
+    if report_dir and os.path.isfile(os.path.join(report_dir, "run.json")):
+        return report_dir
+    parent = os.path.dirname(os.path.abspath(traces_dir.rstrip("/"))) if traces_dir else ""
+    if parent and os.path.isfile(os.path.join(parent, "run.json")):
+        return parent
+    return report_dir
+
+
 def baseline(given: Any, run_dir: str, ignore: Iterable[str] = ()) -> dict[str, Any]:
     """The trace_parse options for ``aorta_baseline``: ``baseline`` (the run to compare with, None
     when none) and ``baseline_context`` (why it was chosen, why none was, or how a named one's

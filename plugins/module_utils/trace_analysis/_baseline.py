@@ -15,9 +15,12 @@ import statistics
 
 from ansible_collections.aorta.cluster.plugins.module_utils.trace_analysis._thresholds import ReportError
 
-# The headline figures shown against a baseline; only the iteration time is judged (the ratios
-# of a few profiled steps move with the machine's load and have no spread to judge them by).
+# The headline figures shown against a baseline; only the step time is judged (the ratios of a few
+# profiled steps move with the machine's load and have no spread to judge them by).
 BASELINE_METRICS = ("avg_step_time_ms", "avg_iteration_time_ms", "avg_compute_ratio", "avg_overlap_ratio")
+# The step time's relative change within which a run is the same as its baseline (the module's
+# default; the vocabulary's aorta_baseline_tolerance is the same, checked by a test).
+TOLERANCE = 0.05
 
 
 def _step_noise_ms(report: dict) -> float | None:
@@ -34,7 +37,7 @@ def _step_noise_ms(report: dict) -> float | None:
     return std / math.sqrt(count)
 
 
-def compare_baseline(report: dict, source: str, tolerance: float = 0.05) -> dict:
+def compare_baseline(report: dict, source: str, tolerance: float = TOLERANCE) -> dict:
     """``baseline``: the headline figures now and then with their relative change, and the verdict
     on the step time (``avg_step_time_ms``): ``regression`` when it is longer by more than ``tolerance`` and by more
     than twice the noise of the two means (their steps' spread), ``improvement`` the other way,

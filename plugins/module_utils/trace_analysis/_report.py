@@ -22,7 +22,11 @@ from ansible_collections.aorta.cluster.plugins.module_utils.trace_analysis._anal
     analyse_all,
     find_traces,
 )
-from ansible_collections.aorta.cluster.plugins.module_utils.trace_analysis._baseline import compare_baseline, stands_out
+from ansible_collections.aorta.cluster.plugins.module_utils.trace_analysis._baseline import (
+    TOLERANCE,
+    compare_baseline,
+    stands_out,
+)
 from ansible_collections.aorta.cluster.plugins.module_utils.trace_analysis._render import (
     no_msgspec_warning,
     write_outputs,
@@ -432,7 +436,7 @@ TASK_ARGUMENT_SPEC = {
     "duration_seconds": {"type": "float"},
     "diagnosis": {"type": "dict"},
     "baseline": {"type": "path"},
-    "baseline_tolerance": {"type": "float", "default": 0.05},
+    "baseline_tolerance": {"type": "float", "default": TOLERANCE},
     # Why the baseline was chosen (aorta_baseline: auto), why none was, or how a named one differs.
     "baseline_context": {"type": "dict"},
     "clock_offsets": {"type": "dict", "default": {}},
@@ -664,14 +668,14 @@ def run_task(p: dict, check_mode: bool = False) -> tuple:
     context = p.get("baseline_context") or {}
     if p.get("baseline"):
         try:
-            report["baseline"] = compare_baseline(report, p["baseline"], p.get("baseline_tolerance", 0.05))
+            report["baseline"] = compare_baseline(report, p["baseline"], p.get("baseline_tolerance", TOLERANCE))
         except ReportError as exc:
             return {"changed": False}, str(exc)
         report["baseline"].update(chosen=context.get("chosen", ""), differences=context.get("differences") or [])
         if report["baseline"]["verdict"] == "regression":
             report["baseline"]["stands_out"] = stands_out(report)
     elif context.get("reason"):
-        report["baseline"] = not_compared(context["reason"], p.get("baseline_tolerance", 0.05))
+        report["baseline"] = not_compared(context["reason"], p.get("baseline_tolerance", TOLERANCE))
     report["tools"] = tool_notes()
     result = {
         "changed": not check_mode,

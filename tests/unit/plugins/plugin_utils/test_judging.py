@@ -69,3 +69,18 @@ def test_no_baseline_asked_for_gives_nothing_and_auto_on_a_folder_of_traces_says
     assert _judging.baseline("", str(tmp_path)) == {}
     found = _judging.baseline("auto", str(tmp_path / "traces"))
     assert found["baseline"] is None and "run.json" in found["baseline_context"]["reason"]
+
+
+def test_a_report_of_a_runs_combined_traces_belongs_to_that_run(tmp_path):
+    run = tmp_path / "run-1"
+    (run / "combined_traces").mkdir(parents=True)
+    elsewhere = tmp_path / "report-elsewhere"
+    elsewhere.mkdir()
+    traces = str(run / "combined_traces")
+    # The report's own folder first; else the run whose combined_traces they are; else none.
+    assert _judging.run_dir_of(str(elsewhere), traces) == str(elsewhere)
+    (run / "run.json").write_text("{}")
+    assert _judging.run_dir_of(str(elsewhere), traces + "/") == str(run)
+    (elsewhere / "run.json").write_text("{}")
+    assert _judging.run_dir_of(str(elsewhere), traces) == str(elsewhere)
+    assert _judging.run_dir_of("", "") == ""

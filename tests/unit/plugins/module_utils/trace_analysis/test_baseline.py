@@ -14,6 +14,7 @@ from ansible_collections.aorta.cluster.plugins.module_utils.trace_analysis impor
     _report,
     _thresholds,
 )
+from ansible_collections.aorta.cluster.plugins.plugin_utils._vocabulary import DEFAULTS
 
 STRAGGLERS = Path(__file__).parent / "straggler_data"
 
@@ -83,3 +84,7 @@ def test_a_regression_names_the_slow_nodes_first_then_the_stragglers_then_says_n
     )
     assert _baseline.stands_out({"slow_nodes": [], "stragglers": ranks}) == "stands out: rank 7 on n1 (+50% compute)"
     assert _baseline.stands_out({"slow_nodes": [], "stragglers": []}) == _baseline.NOBODY_STANDS_OUT
+
+
+def test_the_modules_default_tolerance_is_the_vocabularys():
+    assert DEFAULTS["aorta_baseline_tolerance"] == _baseline.TOLERANCE
