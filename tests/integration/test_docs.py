@@ -1,7 +1,9 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 """Documentation as users read it: ansible-doc renders every plugin, module and role of the
-collection, README.md's lists of roles, modules and plugins name exactly what the tree holds, and
-every relative link in README.md, docs/ and benchmarks/RESULTS.md leads to a file that exists."""
+collection, README.md's lists of roles, modules and plugins name exactly what the tree holds, every
+relative link in README.md, docs/ and benchmarks/RESULTS.md leads to a file that exists, and
+docs/results.md's junit.xml examples, its "no comparable run" reason and the set_stats keys it and
+docs/awx.md list are what the code writes."""
 
 from __future__ import annotations
 
@@ -13,6 +15,11 @@ import sys
 from pathlib import Path
 
 import pytest
+
+from ansible_collections.aorta.cluster.plugins.action import trace_parse
+from ansible_collections.aorta.cluster.plugins.module_utils.trace_analysis._thresholds import check_thresholds
+from ansible_collections.aorta.cluster.plugins.plugin_utils import _diagnosis, _history, _junit, _outcome, _record, _run
+from ansible_collections.aorta.cluster.plugins.plugin_utils._vocabulary import DEFAULTS
 
 REPO = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
@@ -204,3 +211,124 @@ def test_the_readme_check_names_what_is_missing_extra_or_twice():
         "action plugin missing from README.md: node_end",
         "lookup missing from README.md: cluster_hosts",
     ]
+
+
+# docs/results.md's junit.xml, "no comparable run" and set_stats, as the code makes them.
+RESULTS_MD = REPO / "docs" / "results.md"
+SAMPLE_RUN = json.loads((REPO / "docs" / "samples" / "run.json").read_text())
+RUN_DATA = REPO / "tests" / "unit" / "plugins" / "plugin_utils" / "run_data"
+
+
+def section(text: str, title: str) -> str:
+    """The part of a page under ``## title``, up to the next ``## ``."""
+    start = text.index(f"\n## {title}\n")
+    end = text.find("\n## ", start + 1)
+    return text[start : end if end > 0 else len(text)]
+
+
+def xml_blocks(text: str) -> list[str]:
+    return re.findall(r"```xml\n(.*?)```", text, re.S)
+
+
+def not_shown(example: str, document: str) -> list[str]:
+    """The lines of ``example`` that ``document`` does not hold, in the example's order, indentation
+    aside: a line ``...`` stands for lines left out, ``...`` inside a line for text left out."""
+    lines = [line.strip() for line in document.splitlines()]
+    at, missing = 0, []
+    for shown in (line.strip() for line in example.splitlines()):
+        if shown in ("", "..."):
+            continue
+        pattern = re.compile(".*?".join(re.escape(part) for part in shown.split("...")))
+        found = next((i for i in range(at, len(lines)) if pattern.fullmatch(lines[i])), None)
+        if found is None:
+            missing.append(shown)
+        else:
+            at = found + 1
+    return missing
+
+
+def healthy_junit() -> str:
+    """junit.xml of the sample run with a report whose CVS thresholds (the four defaults) hold and
+    which names nobody, as run_outcome writes it."""
+    performance = {
+        "avg_iteration_time_ms": 33.5,
+        "std_iteration_time_us": 412.0,
+        "avg_compute_ratio": 0.62,
+        "avg_overlap_ratio": 0.05,
+    }
+    checks = check_thresholds(performance, DEFAULTS["aorta_expected_results"])
+    assert len(checks) == 4 and all(check["passed"] for check in checks)
+    report = {
+        "validation": {"passed": True, "checks": checks},
+        "slow_nodes": [],
+        "stragglers": [],
+        "slow_links": [],
+        "straggler_test": {"verdict": "none stands out", "node_test": {"verdict": "no node stands out"}},
+    }
+    return _junit.junit_xml(SAMPLE_RUN, report)
+
+
+def killed_junit(tmp_path: Path) -> str:
+    """junit.xml of the sample run after its last node's workload was killed (exit 137, no root cause
+    in its log) and the head's ranks lost their peer (a real torchrun log); status, diagnosis and
+    verdict made as run_record and run_outcome make them; no report."""
+    run = json.loads(json.dumps(SAMPLE_RUN))
+    head, last = run["nodes"]
+    (tmp_path / "logs").mkdir()
+    for row, log, code in ((head, (RUN_DATA / "torchrun_peer_failure.log").read_text(), 1), (last, "", 137)):
+        (tmp_path / "logs" / f"{row['name']}.log").write_text(log)
+        row.update(state="failed", exit_code=code, failure=_run.torchrun_failure(log))
+    run.update(_run.run_status(run["nodes"]))
+    assert (run["status"], run["first_failure"]) == ("FAILED", last["name"])
+    run["diagnosis"] = _diagnosis.diagnose_run(str(tmp_path), run["status"], run["nodes"], 2)
+    run["verdict"] = _outcome.judge(run, None)
+    return _junit.junit_xml(run, None)
+
+
+def test_the_junit_examples_are_what_the_code_writes(tmp_path):
+    healthy, killed = xml_blocks(section(RESULTS_MD.read_text(), "junit.xml"))
+    assert "<testsuites " in healthy and "stopped after node " in killed
+    assert not_shown(healthy, healthy_junit()) == []
+    assert not_shown(killed, killed_junit(tmp_path)) == []
+
+
+def test_the_example_check_names_a_line_the_document_lacks():
+    document = '<a x="1">\n  <b y="long text here" />\n</a>\n'
+    assert not_shown('<a x="1">\n...\n<b y="long ..." />\n</a>', document) == []
+    assert not_shown('<b y="long ..." />\n<a x="1">', document) == ['<a x="1">']
+    assert not_shown('<b y="short" />', document) == ['<b y="short" />']
+
+
+def test_the_no_comparable_run_example_is_what_auto_says(tmp_path):
+    """Two earlier COMPLETED runs of another image: auto compares with neither and says why, in the
+    words results.md quotes."""
+    quoted = re.search(r'"(no comparable run: 2 earlier runs, [^"]*)"', " ".join(RESULTS_MD.read_text().split()))
+    assert quoted, "results.md quotes no 'no comparable run: 2 earlier runs, ...' reason"
+    for age in (1, 2):
+        other = json.loads(json.dumps(SAMPLE_RUN))
+        other["run_id"] = f"earlier-{age}"
+        other["started_epoch"] -= 3600 * age
+        other["context"]["image_id"] = "sha256:" + "0" * 64
+        (tmp_path / other["run_id"]).mkdir()
+        (tmp_path / other["run_id"] / "run.json").write_text(json.dumps(other))
+    path, reason = _history.choose_baseline(str(tmp_path), SAMPLE_RUN)
+    assert path is None
+    pattern = re.escape(quoted[1]).replace(re.escape("<fingerprint id>"), "[0-9a-f]{12}")
+    assert re.fullmatch(pattern.replace(re.escape("<run id>"), "earlier-1"), reason), reason
+
+
+def documented_stats(text: str) -> set[str]:
+    """The keys in the first column of results.md's set_stats table."""
+    rows = [line for line in section(text, "What AWX sees (set_stats)").splitlines() if line.startswith("| `")]
+    return {key for row in rows for key in re.findall(r"`(aorta_\w+)`", row.split("|")[1])}
+
+
+def test_the_set_stats_keys_the_docs_list_are_those_the_run_sets():
+    recorded = _record.awx_stats("r", "/r", {"status": "COMPLETED", "failed_nodes": []}, {}, {}, {})
+    reported = trace_parse.awx_stats({"report": "/r/aorta_benchmark_report.json"})
+    finished = _outcome.awx_stats({"verdict": "PASS", "reasons": []})
+    keys = set(recorded["data"]) | set(reported["data"]) | set(finished["data"])
+    assert documented_stats(RESULTS_MD.read_text()) == keys
+    awx = (REPO / "docs" / "awx.md").read_text()
+    listed = awx[awx.index("job's artifacts (`set_stats`, each key in") : awx.index("Nothing secret is in either")]
+    assert set(re.findall(r"`(aorta_\w+)`", listed)) == keys
