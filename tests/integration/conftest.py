@@ -13,6 +13,8 @@ import uuid
 from pathlib import Path
 
 import pytest
+import xmlschema
+from junitparser import Failure, JUnitXml, Skipped
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "tests" / "standin"))
@@ -223,6 +225,24 @@ def standin_cluster():
     ).stdout.split()
     # Only the caches: the stand-in's images and `make ee`'s.
     assert set(images) <= {"aorta-standin-node", "aorta-standin-workload", "aorta-ee-base", "aorta-cluster-ee"}, images
+
+
+def read_junit(results: Path) -> dict[str, tuple[str, str]]:
+    """``{"classname: name": (outcome, message)}`` of a run's junit.xml (outcome '', 'failure' or
+    'skipped'), which must be valid against the published JUnit schema the tests vendor and be read
+    by a JUnit reader (junitparser)."""
+    text = (results / "junit.xml").read_text()
+    xmlschema.XMLSchema(str(REPO / "tests" / "fixtures" / "junit" / "junit-10.xsd")).validate(text)
+    (suite,) = list(JUnitXml.fromstring(text))
+    found = {}
+    for case in suite:
+        outcome, message = "", ""
+        for result in case.result:
+            if isinstance(result, (Failure, Skipped)):
+                outcome = "failure" if isinstance(result, Failure) else "skipped"
+                message = result.message or ""
+        found[f"{case.classname}: {case.name}"] = (outcome, message)
+    return found
 
 
 # The table `make faults` prints: one row per fault case, added by the case before it asserts.

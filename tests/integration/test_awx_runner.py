@@ -143,6 +143,11 @@ def test_job_template_run_through_ansible_runner(standin_cluster, tmp_path):
     manifest = json.loads(Path(data["aorta_manifest"]).read_text())
     assert manifest["missing_ranks"] == []
     assert os.path.isfile(data["aorta_report"]) and os.path.isfile(data["aorta_report_html"])
+    # The verdict, junit.xml and the results root's history page, for a workflow's next node or CI.
+    assert data["aorta_verdict"] == "PASS" and data["aorta_verdict_reasons"] == []
+    assert data["aorta_junit"] == str(Path(data["aorta_results_dir"]) / "junit.xml")
+    assert data["aorta_history"] == str(Path(data["aorta_results_dir"]).parent / "index.html")
+    assert os.path.isfile(data["aorta_junit"]) and os.path.isfile(data["aorta_history"])
 
     # The textarea answer reached the workload as one --override group.
     head = standin_cluster.nodes[0]["mgmt_ip"]

@@ -18,6 +18,7 @@ import time
 import uuid
 
 import pytest
+from conftest import read_junit
 
 from ansible_collections.aorta.cluster.plugins.module_utils.node_runtime._lease import LEASE_FILE
 from ansible_collections.aorta.cluster.plugins.module_utils.node_runtime._time_bounds import HEARTBEAT_S, stop_bound_s
@@ -306,6 +307,11 @@ def test_ctrl_c_or_sigterm_mid_run_stops_every_node_records_stopped_and_keeps_th
     assert stopped["reason"].startswith("interrupted on the controller at ") and name in stopped["reason"]
     assert len(stopped["steps"]) == len(standin_cluster.nodes) and min(stopped["steps"].values()) >= 7, stopped
     assert run["verdict"]["verdict"] == "FAIL" and run["verdict"]["reasons"][0].startswith("STOPPED by the user")
+    # junit.xml: every node's run skipped as stopped by the user; only the verdict fails.
+    cases = read_junit(results)
+    runs = [case for key, case in cases.items() if key.endswith(": run")]
+    assert runs == [("skipped", "stopped by the user")] * len(standin_cluster.nodes), cases
+    assert [key for key, (outcome, _m) in cases.items() if outcome == "failure"] == ["aorta.run: verdict"], cases
     assert text.count("interrupt again to leave now") == 1, text[-3000:]
     assert left == [] and standin_cluster.containers_left() == []
     # The head hears of it at the watch's next poll (aorta_poll_seconds), each worker at its next

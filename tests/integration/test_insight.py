@@ -12,11 +12,7 @@ import uuid
 from pathlib import Path
 
 import pytest
-import xmlschema
-from junitparser import Failure, JUnitXml
-
-REPO = Path(__file__).resolve().parents[2]
-SCHEMA = xmlschema.XMLSchema(str(REPO / "tests" / "fixtures" / "junit" / "junit-10.xsd"))
+from conftest import read_junit
 
 pytestmark = pytest.mark.standin
 
@@ -37,17 +33,9 @@ def report_of(results) -> dict:
 
 
 def junit_failures(results) -> dict:
-    """``{"classname: name": message}`` of every failed testcase of a run's junit.xml, which must be
-    valid against the published schema and read by a JUnit reader."""
-    text = (results / "junit.xml").read_text()
-    SCHEMA.validate(text)
-    (suite,) = list(JUnitXml.fromstring(text))
-    return {
-        f"{case.classname}: {case.name}": result.message
-        for case in suite
-        for result in case.result
-        if isinstance(result, Failure)
-    }
+    """``{"classname: name": message}`` of every failed testcase of a run's junit.xml (checked
+    against the published schema and read by junitparser: conftest.read_junit)."""
+    return {key: message for key, (outcome, message) in read_junit(results).items() if outcome == "failure"}
 
 
 def test_stragglers_and_baseline_on_the_stand_in_cluster(standin_cluster, tmp_path):
@@ -175,11 +163,13 @@ def assert_history_and_junit(root: Path, healthy: Path, slow: Path, killed: Path
     assert len(rows) == 9  # five healthy, three slow, one killed
     page = (root / "index.html").read_text()
     assert "<script" not in page and f'href="{healthy.name}/report.html"' in page
-    assert f'href="{killed.name}/' in page
+    assert f'href="{slow.name}/report.html"' in page and f'href="{killed.name}/' in page
+    assert '<span class="FAILED">FAILED</span>' in page and '<span class="COMPLETED">COMPLETED</span>' in page
     assert junit_failures(healthy) == {}
     failures = junit_failures(killed)
     own = [message for key, message in failures.items() if key.startswith(f"aorta.{victim}:") and key.endswith(": run")]
-    assert own and "stopped after" not in own[0], failures
+    # Its own reason: how its run ended (the workload killed: exit 137 or the like), not another node.
+    assert own and own[0].startswith("failed, exit ") and "stopped after" not in own[0], failures
     others = [message for key, message in failures.items() if victim not in key and key.endswith(": run")]
     assert others and all(f"stopped after node {victim}" in message for message in others), failures
     # The slow run passes (its thresholds hold) and its findings fail: the straggler, the regression.

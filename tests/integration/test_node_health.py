@@ -14,7 +14,7 @@ import time
 
 import pytest
 import standin
-from conftest import REPO, read_json
+from conftest import REPO, read_json, read_junit
 
 pytestmark = pytest.mark.standin
 
@@ -139,6 +139,16 @@ def test_unhealthy_nodes_are_named_nothing_launches_and_the_healthy_ones_rerun(s
     assert row3["fingerprint"]["link_mtu"] == 1400
     text = (results / "unhealthy.txt").read_text()
     assert sorted({line.split("\t")[0] for line in text.splitlines()}) == sorted([names[1], names[2]])
+    # A setup failure still gets its junit.xml (each unhealthy node's health fails with its reason,
+    # nothing launched is skipped) and its row in the results root's history.
+    cases = read_junit(results)
+    assert cases[f"aorta.{names[1]}: rank 1 {names[1]}: health"][0] == "failure"
+    assert f"pid {pid}" in cases[f"aorta.{names[1]}: rank 1 {names[1]}: health"][1]
+    assert cases[f"aorta.{names[2]}: rank 2 {names[2]}: health"][0] == "failure"
+    assert cases[f"aorta.{names[0]}: rank 0 {names[0]}: health"][0] == ""
+    assert {cases[f"aorta.{names[3]}: rank 3 {names[3]}: {stage}"][0] for stage in ("launch", "run")} == {"skipped"}
+    history = read_json(results.parent / "index.json")["runs"]
+    assert [(row["dir"], row["status"]) for row in history if row["dir"] == results.name] == [(results.name, "FAILED")]
 
     healthy = results / "healthy.cluster.json"
     assert stat.S_IMODE(os.stat(healthy).st_mode) == 0o600
