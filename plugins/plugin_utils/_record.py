@@ -387,7 +387,12 @@ def context(settings: Mapping[str, Any], hostvars: Mapping[str, Any], groups: Ma
     facts = _dict(_dict(values.get("aorta_prepare")).get("facts"))
     overrides = settings["aorta_training_overrides"]
     base_config = settings["aorta_base_config"]
-    config_text = _dict(facts.get("read")).get("text", "")
+    read = _dict(facts.get("read"))
+    config_text = read.get("text", "")
+    # A base config cut at the probe's read limit is not the whole config: no fingerprint of it.
+    whole = "" if read.get("truncated") or read.get("error") else config_text
+    # Script mode (launch_rocm.sh) passes no --override: the base config is the whole config.
+    applied = {} if launch.get("launch_mode") == "script" else overrides
     return {
         "image": settings["aorta_docker_image"],
         "image_id": facts.get("image_id"),
@@ -396,8 +401,8 @@ def context(settings: Mapping[str, Any], hostvars: Mapping[str, Any], groups: Ma
         "launch_mode": launch.get("launch_mode"),
         "nodes": launch.get("nnodes", len(nodes_of(groups))),
         "gpus_per_node": nproc(hostvars, groups),
-        "settings": run_settings(config_text, overrides, base_config),
-        "effective_config": effective_config(config_text, overrides, base_config),
+        "settings": run_settings(config_text, applied, base_config),
+        "effective_config": effective_config(whole, applied, base_config),
     }
 
 

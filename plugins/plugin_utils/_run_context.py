@@ -13,6 +13,7 @@ every data-parallel rank: no gradient-accumulation factor.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import yaml
@@ -21,7 +22,8 @@ from ansible_collections.aorta.cluster.plugins.plugin_utils._launch import Launc
 
 
 def _coerce(raw: str) -> Any:
-    """Aorta's _coerce_value, for the keys read here."""
+    """Aorta's _coerce_value (aorta/utils/config.py): true/false, int, float, ``[a,b]`` (a list of
+    the items as text), else the text."""
     if raw.lower() in ("true", "false"):
         return raw.lower() == "true"
     for cast in (int, float):
@@ -29,6 +31,9 @@ def _coerce(raw: str) -> Any:
             return cast(raw)
         except ValueError:
             continue
+    if raw.startswith("[") and raw.endswith("]"):
+        inner = raw[1:-1].strip()
+        return [item.strip() for item in inner.split(",")] if inner else []
     return raw
 
 
@@ -74,6 +79,8 @@ def _applied(config_text: Any, overrides: Any, config_path: str) -> tuple[dict[s
 
 def _plain(value: Any) -> Any:
     """``value`` as JSON holds it: lists, mappings and scalars kept, anything else (a YAML date) as text."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return str(value)  # JSON has no NaN or infinity (and NaN differs from itself)
     if isinstance(value, (str, int, float, bool)) or value is None:
         return value
     if isinstance(value, (list, tuple)):

@@ -224,6 +224,23 @@ def test_the_context_is_what_ran_with_what():
     assert (found["nodes"], found["gpus_per_node"], found["launch_mode"]) == (1, None, None)
 
 
+def test_the_effective_config_is_what_aorta_was_given():
+    settings = {"aorta_docker_image": "img:1", "aorta_base_config": "c.yaml", "aorta_training_overrides": "x.y=2"}
+    read = {"path": "c.yaml", "text": "x:\n  y: 1\n", "truncated": False, "error": ""}
+
+    def head(mode, **facts):
+        prepared = {"facts": {"read": dict(read, **facts)}}
+        return {"b": {"aorta_launch": {"launch_mode": mode}, "aorta_prepare": prepared}}
+
+    groups = {"aorta_nodes": ["b"]}
+    assert rr.context(settings, head("torchrun"), groups)["effective_config"] == {"x.y": 2}
+    # launch_rocm.sh (script mode) passes no --override: the base config alone ran.
+    assert rr.context(settings, head("script"), groups)["effective_config"] == {"x.y": 1}
+    # Cut at the probe's read limit, or not read: not known, so no fingerprint of it.
+    assert rr.context(settings, head("torchrun", truncated=True), groups)["effective_config"] is None
+    assert rr.context(settings, head("torchrun", text=None, error="denied"), groups)["effective_config"] is None
+
+
 def summary_at(path, summaries, decoder="msgspec"):
     """A node's summary file as its end fetched it (trace_summary's format); its path."""
     body = {"format": FORMAT, "figures": {"decoder": decoder, "analysis_s": 0.5}, "summaries": summaries, "files": []}

@@ -50,3 +50,5 @@ def test_the_effective_config_is_the_base_config_with_the_overrides_flattened():
     assert effective_config("", {}) is None
     assert effective_config("- a\n", {}) is None
     assert effective_config(text, "training.batch_size") is None
+    # As Aorta coerces an override: [a,b] is a list of text; NaN and infinity are kept as text.
+    assert effective_config("a: .nan\nb: .inf\n", "c=[x,2] d=[]") == {"a": "nan", "b": "inf", "c": ["x", "2"], "d": []}
