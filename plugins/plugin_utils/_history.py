@@ -37,7 +37,9 @@ JUNIT_XML = "junit.xml"
 INDEX_JSON = "index.json"
 INDEX_HTML = "index.html"
 LOCK = ".index.lock"
-INDEX_FORMAT = 1
+# 2: each distinct effective config once, under ``configs`` (keyed by its digest), the rows'
+# fingerprints referring to it (``effective_ref``); rows of format 1 are read as they are.
+INDEX_FORMAT = 2
 # Config keys that never change a step's work: how many steps, where the output goes, what is
 # profiled, the stand-in's faults.
 NEUTRAL_KEYS = ("training.max_steps", "training.output_dir", "profiling.*", "standin.*")
@@ -140,7 +142,7 @@ def _without(config: Mapping[str, Any], patterns: Sequence[str]) -> dict[str, An
 def refine(fp: Mapping[str, Any], ignore: Iterable[str] = ()) -> dict[str, Any]:
     """``fp`` less the overrides ``ignore`` names: a fingerprint kept in the index, made with fewer
     keys ignored, as ``fingerprint(run, ignore)`` would make it now."""
-    patterns = tuple(ignore)
+    patterns = (*NEUTRAL_KEYS, *ignore)
     config = _dict(fp.get("config"))
     if "effective" in config:
         return {**fp, "config": {"effective": _without(_dict(config["effective"]), patterns)}}
@@ -361,17 +363,46 @@ def _scan(root: str, ignore: Sequence[str]) -> list[dict[str, Any]]:
 
 
 def _indexed(root: str) -> list[dict[str, Any]] | None:
-    """The rows of ``<root>/index.json``; None when there is none this module can read."""
+    """The rows of ``<root>/index.json``, each fingerprint's effective config put back in place of
+    its reference; None when there is no index this module can read."""
     index = read_json_object(os.path.join(root, INDEX_JSON))
     if not isinstance(index, Mapping) or not isinstance(index.get("runs"), list):
         return None
-    return [dict(r) for r in index["runs"] if isinstance(r, Mapping) and r.get("dir")]
+    configs = _dict(index.get("configs"))
+    rows = []
+    for row in (dict(r) for r in index["runs"] if isinstance(r, Mapping) and r.get("dir")):
+        fp = _dict(row.get("fingerprint"))
+        ref = _dict(fp.get("config")).get("effective_ref")
+        if isinstance(ref, str) and isinstance(configs.get(ref), Mapping):
+            row["fingerprint"] = {**fp, "config": {"effective": configs[ref]}}
+        rows.append(row)
+    return rows
+
+
+def _stored(rows: list[dict[str, Any]]) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """(each distinct effective config once, by its digest; the rows referring to them): a cluster's
+    runs share a few configs, so index.json does not grow by a whole config per run."""
+    configs: dict[str, Any] = {}
+    stored = []
+    digests: dict[int, str] = {}  # rows read from the index share their config's one object
+    for row in rows:
+        fp = _dict(row.get("fingerprint"))
+        effective = _dict(fp.get("config")).get("effective")
+        if isinstance(effective, Mapping):
+            ref = digests.get(id(effective)) or fingerprint_id({"effective": effective})
+            digests[id(effective)] = ref
+            configs[ref] = effective
+            stored.append({**row, "fingerprint": {**fp, "config": {"effective_ref": ref}}})
+        else:
+            stored.append(row)
+    return configs, stored
 
 
 def _publish(root: str, rows: list[dict[str, Any]]) -> dict[str, Any]:
     """Write index.json and index.html from ``rows`` (newest first); the caller holds the lock."""
     paths = {"index_json": os.path.join(root, INDEX_JSON), "index_html": os.path.join(root, INDEX_HTML)}
-    document = {"format": INDEX_FORMAT, "updated_epoch": int(time.time()), "runs": rows}
+    configs, stored = _stored(rows)
+    document = {"format": INDEX_FORMAT, "updated_epoch": int(time.time()), "configs": configs, "runs": stored}
     write_text_atomic(paths["index_json"], json.dumps(document, separators=(",", ":"), sort_keys=True, default=str))
     write_text_atomic(paths["index_html"], render_html(rows))
     return {**paths, "runs": len(rows)}

@@ -138,6 +138,7 @@ def test_fingerprint_ignores_keys_that_do_not_change_a_step():
         "profiling.active": 3,
         "profiling.wait": 1,
         "standin.slow_rank": 2,
+        "training.output_dir": "/scratch/run-2",
         "dataset.cache_dir": "/tmp/x",
         "logging.level": "debug",
     }
@@ -252,6 +253,25 @@ def test_update_adds_and_replaces_rows_newest_first(tmp_path):
     assert not list(root.glob("*.tmp"))
 
 
+def test_index_json_holds_each_effective_config_once_and_reads_back_the_rows_whole(tmp_path):
+    root = tmp_path / "results"
+    for index in range(4):
+        run = make_run(root, f"r{index}", START + index, report=report_doc(), overrides={"training.lr": index % 2})
+        hi.update(str(root), str(run))
+    document = json.loads((root / "index.json").read_text())
+    assert document["format"] == hi.INDEX_FORMAT and len(document["configs"]) == 2
+    assert {row["fingerprint"]["config"]["effective_ref"] for row in document["runs"]} == set(document["configs"])
+    # Read back, each row's fingerprint is what fingerprint() makes of its run.json: the choice finds it.
+    expected = {f"r{i}": hi.fingerprint(run_doc(f"r{i}", overrides={"training.lr": i % 2})) for i in range(4)}
+    assert {row["run_id"]: row["fingerprint"] for row in hi._indexed(str(root))} == expected
+    path, _why = hi.choose_baseline(str(root), run_doc("r9", START + 90, overrides={"training.lr": 1}))
+    assert path == str(root / "r3")
+    # A row of an index written before (format 1: the config in the row itself) is read as it is.
+    rows = hi._indexed(str(root))
+    (root / "index.json").write_text(json.dumps({"format": 1, "runs": rows}))
+    assert hi._indexed(str(root)) == rows
+
+
 def test_update_reads_the_index_not_every_run(tmp_path):
     root = tmp_path / "results"
     first = make_run(root, "r1", START)
@@ -293,6 +313,8 @@ def test_index_html_is_valid_linked_escaped_and_without_script(tmp_path):
     assert "step time (ms)" in joined and "throughput (samples/s)" in joined
     # Newest first in the table.
     assert text.index(">r2<") < text.index(">r1<")
+    # A fingerprint's line says the config as its newest run was given it, and how many keys count.
+    assert "config config/standin.yaml without overrides (effective config compared: 2 keys)" in joined
 
 
 def test_render_html_trend_points_link_each_run():
