@@ -132,9 +132,10 @@ options:
       - An earlier results directory, or its C(aorta_benchmark_report.json), to compare with; or
         V(auto), which the action resolves to the newest COMPLETED run with the same fingerprint in the
         results root (the parent of the run's results directory).
-      - The iteration time is judged C(regression) or C(improvement) when it changed by more than
-        O(baseline_tolerance) and by more than twice the noise of the two means (the steps' spread),
-        C(within noise) when only the first holds, else C(same); the ratios are shown, not judged.
+      - The mean step time (C(avg_step_time_ms)) is judged C(regression) or C(improvement) when it
+        changed by more than O(baseline_tolerance) and by more than twice the noise of the two means
+        (the steps' spread), C(within noise) when only the first holds, else C(same); the ratios are
+        shown, not judged.
     type: path
   baseline_tolerance:
     description: Relative change within which the run is the same as the baseline.
@@ -267,7 +268,9 @@ baseline:
   description:
     - C(source), C(tolerance), C(noise_ms), C(metrics) (each C(now), C(then), C(delta_ratio),
       C(judged)), C(verdict), C(reason), C(chosen) (why this run, with V(auto)) and C(differences)
-      (a named baseline's fingerprint against this run's).
+      (a named baseline's fingerprint against this run's); with a C(regression), C(stands_out), who
+      stands out in this run (the slow nodes, else the slow ranks with their nodes), or why nobody is
+      named.
     - "With V(auto) and no comparable run: C(verdict) V(not compared) and C(reason) saying why."
   returned: with O(baseline)
   type: dict

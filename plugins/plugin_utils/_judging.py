@@ -43,7 +43,7 @@ def run_dir_of(report_dir: str, traces_dir: str) -> str:
     that does (a run's combined_traces), else the report's folder (which then has none)."""
     if report_dir and os.path.isfile(os.path.join(report_dir, "run.json")):
         return report_dir
-    parent = os.path.dirname(os.path.abspath(traces_dir.rstrip("/"))) if traces_dir else ""
+    parent = os.path.dirname(os.path.abspath(traces_dir)) if traces_dir else ""
     if parent and os.path.isfile(os.path.join(parent, "run.json")):
         return parent
     return report_dir

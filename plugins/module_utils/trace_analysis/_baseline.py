@@ -91,18 +91,27 @@ STANDS_OUT_SHOWN = 3
 NOBODY_STANDS_OUT = "no node or rank stands out: the whole cluster is slower"
 
 
+def _excess(row) -> str:
+    ratio = row.get("excess_ratio")
+    if isinstance(ratio, bool) or not isinstance(ratio, (int, float)):
+        return ""
+    return f" (+{ratio * 100:.0f}% compute)"
+
+
 def stands_out(report: dict) -> str:
     """Who a regression points at, in one line: the slow nodes (``slow node <node> (+N% compute)``),
     else the stragglers (``rank <r> on <node> (+N% compute)``), at most ``STANDS_OUT_SHOWN`` and then
-    a count; ``NOBODY_STANDS_OUT`` when the run names neither."""
-    named = [
-        f"slow node {n.get('node')} (+{float(n.get('excess_ratio') or 0) * 100:.0f}% compute)"
-        for n in report.get("slow_nodes") or []
-    ] or [
-        f"rank {s.get('rank')} on {s.get('node')} (+{float(s.get('excess_ratio') or 0) * 100:.0f}% compute)"
-        for s in report.get("stragglers") or []
+    a count; when the run names neither, ``NOBODY_STANDS_OUT``, or why it could not tell (the
+    straggler test's verdict, when it did not test)."""
+    nodes = [n for n in report.get("slow_nodes") or [] if isinstance(n, dict)]
+    ranks = [r for r in report.get("stragglers") or [] if isinstance(r, dict)]
+    named = [f"slow node {n.get('node')}{_excess(n)}" for n in nodes] or [
+        f"rank {r.get('rank')} on {r.get('node')}{_excess(r)}" for r in ranks
     ]
     if not named:
+        untested = str((report.get("straggler_test") or {}).get("verdict") or "")
+        if untested.startswith("not tested"):
+            return f"no node or rank named (the straggler test: {untested})"
         return NOBODY_STANDS_OUT
     more = f" and {len(named) - STANDS_OUT_SHOWN} more" if len(named) > STANDS_OUT_SHOWN else ""
     return "stands out: " + ", ".join(named[:STANDS_OUT_SHOWN]) + more

@@ -84,6 +84,15 @@ def test_a_regression_names_the_slow_nodes_first_then_the_stragglers_then_says_n
     )
     assert _baseline.stands_out({"slow_nodes": [], "stragglers": ranks}) == "stands out: rank 7 on n1 (+50% compute)"
     assert _baseline.stands_out({"slow_nodes": [], "stragglers": []}) == _baseline.NOBODY_STANDS_OUT
+    # Not tested (too few ranks or steps): it says so instead of blaming the whole cluster.
+    untested = {"verdict": "not tested: fewer than two ranks with profiled steps"}
+    assert _baseline.stands_out({"slow_nodes": [], "stragglers": [], "straggler_test": untested}) == (
+        "no node or rank named (the straggler test: not tested: fewer than two ranks with profiled steps)"
+    )
+    # A row without its figure (or not a row) is named without one, or left out.
+    assert _baseline.stands_out({"stragglers": ["x", {"rank": 1, "node": "n0", "excess_ratio": "?"}]}) == (
+        "stands out: rank 1 on n0"
+    )
 
 
 def test_the_modules_default_tolerance_is_the_vocabularys():
