@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from ansible_collections.aorta.cluster.plugins.action import trace_parse
+from ansible_collections.aorta.cluster.plugins.module_utils.trace_analysis import _baseline
 from ansible_collections.aorta.cluster.plugins.module_utils.trace_analysis._thresholds import check_thresholds
 from ansible_collections.aorta.cluster.plugins.plugin_utils import _diagnosis, _history, _junit, _outcome, _record, _run
 from ansible_collections.aorta.cluster.plugins.plugin_utils._vocabulary import DEFAULTS
@@ -332,3 +333,14 @@ def test_the_set_stats_keys_the_docs_list_are_those_the_run_sets():
     awx = (REPO / "docs" / "awx.md").read_text()
     listed = awx[awx.index("job's artifacts (`set_stats`, each key in") : awx.index("Nothing secret is in either")]
     assert set(re.findall(r"`(aorta_\w+)`", listed)) == keys
+
+
+def test_the_keys_left_out_of_the_fingerprint_and_who_stands_out_are_said_as_the_code_has_them():
+    results = " ".join((REPO / "docs" / "results.md").read_text().split())
+    variables = " ".join((REPO / "docs" / "variables.md").read_text().split())
+    ignore_row = next(line for line in variables.splitlines() or [variables] if "aorta_baseline_ignore" in line)
+    for key in _history.NEUTRAL_KEYS:
+        assert f"`{key}`" in results, key
+        assert f"`{key}`" in ignore_row, key
+    assert f'"{_baseline.NOBODY_STANDS_OUT}"' in results
+    assert _baseline.STANDS_OUT_SHOWN == 3 and "the first three and how many more" in results
