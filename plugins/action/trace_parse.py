@@ -25,7 +25,9 @@ from ansible_collections.aorta.cluster.plugins.plugin_utils import _collect_plan
 from ansible_collections.aorta.cluster.plugins.plugin_utils._vocabulary import DEFAULTS
 
 # Where the play has none of them (a task outside the collection's plays): the variables' defaults.
-SAMPLE_NODES, BUDGET_GB = DEFAULTS["aorta_collect_sample_nodes"], DEFAULTS["aorta_collect_budget_gb"]
+# One name each (Ansible's documentation reader cannot read a tuple assignment at module level).
+SAMPLE_NODES = DEFAULTS["aorta_collect_sample_nodes"]
+BUDGET_GB = DEFAULTS["aorta_collect_budget_gb"]
 
 
 def _number(value: Any) -> str:
