@@ -63,13 +63,13 @@ class ActionModule(NodeEnd):
             "aorta_node_rank": int(entry["rank"]),
             "aorta_run_id_resolved": str((manifest or {}).get("run_id") or "pull"),
             "aorta_path": where.get("aorta_path") or DEFAULTS.get("aorta_path"),
-            "aorta_collect_compression": self._var(task_vars, "aorta_collect_compression") or "auto",
+            "aorta_collect_compression": self._var(task_vars, "aorta_collect_compression"),
             "aorta_collect_parallel": 1,
         }
         record = {key: entry.get(key) for key in ("rank", "name", "mgmt_ip", "vpc_ip", "state")}
         # The node's ssh bound to aorta_connect_timeout, as every node step's (a fresh master: the
         # run's own is gone by now).
-        connect_s = self._var(task_vars, "aorta_connect_timeout") or DEFAULTS.get("aorta_connect_timeout") or 30
+        connect_s = self._var(task_vars, "aorta_connect_timeout")
         _settings.bound_connection(self._connection, connect_s, str(s["aorta_run_id_resolved"]), fresh=True)
         try:
             fetched = self.fetch(s, record, str(where["root"]), float(where.get("since") or 0))
@@ -92,10 +92,13 @@ class ActionModule(NodeEnd):
         return result
 
     def _var(self, task_vars: dict[str, Any], name: str) -> Any:
+        """The play's value of ``name``, else (unset, empty or not templatable) the vocabulary's
+        default: this task may run outside the collection's plays (trace_collect.yml's pull)."""
         try:
-            return self._templar.template(task_vars[name]) if name in task_vars else None
+            value = self._templar.template(task_vars[name]) if name in task_vars else None
         except AnsibleError:
-            return None
+            value = None
+        return DEFAULTS.get(name) if value in (None, "") else value
 
     def _interpreter(self) -> Any:
         """The delegated node's ansible_python_interpreter (the task's own vars are the controller's)."""
