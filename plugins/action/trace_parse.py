@@ -180,7 +180,7 @@ class ActionModule(ActionBase):
             found["fail_on_threshold"] = False
         default_ignore = DEFAULTS["aorta_baseline_ignore"]
         ignore = [str(key) for key in self._variable(task_vars, "aorta_baseline_ignore", default_ignore) or []]
-        if not after_run:
+        if not run_dir:  # trace_report.yml: the run whose traces these are, if any
             run_dir = _judging.run_dir_of(str(args.get("report_dir") or ""), str(args.get("traces_dir") or ""))
         found.update(_judging.baseline(args.get("baseline"), run_dir, ignore))
         return found
