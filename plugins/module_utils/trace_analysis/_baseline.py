@@ -13,6 +13,10 @@ import math
 import os
 import statistics
 
+from ansible_collections.aorta.cluster.plugins.module_utils.trace_analysis._stragglers import (
+    excess_compute,
+    slow_node_text,
+)
 from ansible_collections.aorta.cluster.plugins.module_utils.trace_analysis._thresholds import ReportError
 
 # The headline figures shown against a baseline; only the step time is judged (the ratios of a few
@@ -91,13 +95,6 @@ STANDS_OUT_SHOWN = 3
 NOBODY_STANDS_OUT = "no node or rank stands out: the whole cluster is slower"
 
 
-def _excess(row) -> str:
-    ratio = row.get("excess_ratio")
-    if isinstance(ratio, bool) or not isinstance(ratio, (int, float)):
-        return ""
-    return f" (+{ratio * 100:.0f}% compute)"
-
-
 def stands_out(report: dict) -> str:
     """Who a regression points at, in one line: the slow nodes (``slow node <node> (+N% compute)``),
     else the stragglers (``rank <r> on <node> (+N% compute)``), at most ``STANDS_OUT_SHOWN`` and then
@@ -105,8 +102,8 @@ def stands_out(report: dict) -> str:
     straggler test's verdict, when it did not test)."""
     nodes = [n for n in report.get("slow_nodes") or [] if isinstance(n, dict)]
     ranks = [r for r in report.get("stragglers") or [] if isinstance(r, dict)]
-    named = [f"slow node {n.get('node')}{_excess(n)}" for n in nodes] or [
-        f"rank {r.get('rank')} on {r.get('node')}{_excess(r)}" for r in ranks
+    named = [slow_node_text(n) for n in nodes] or [
+        f"rank {r.get('rank')} on {r.get('node')}{excess_compute(r)}" for r in ranks
     ]
     if not named:
         untested = str((report.get("straggler_test") or {}).get("verdict") or "")

@@ -27,6 +27,7 @@ from ansible_collections.aorta.cluster.plugins.module_utils.trace_analysis._repo
 from ansible_collections.aorta.cluster.plugins.module_utils.trace_analysis._stragglers import (
     STRAGGLER_ALPHA,
     slow_link_evidence,
+    slow_node_text,
     times,
 )
 from ansible_collections.aorta.cluster.plugins.module_utils.trace_analysis._views import rank_bars, views
@@ -273,7 +274,7 @@ def _step_time(report: dict) -> str:
 
 
 def _finding(report: dict) -> dict:
-    finding = [f"slow node {n['node']} (+{n['excess_ratio'] * 100:.0f}% compute)" for n in report["slow_nodes"]]
+    finding = [slow_node_text(n) for n in report["slow_nodes"]]
     finding += [
         f"straggler rank {s['rank']} on {s['node']} (+{s['excess_ratio'] * 100:.0f}%)" for s in report["stragglers"]
     ]

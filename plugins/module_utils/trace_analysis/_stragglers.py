@@ -295,6 +295,19 @@ def _gbps(value) -> str:
     return f"{value:.3g} Gbit/s"
 
 
+def excess_compute(row: dict) -> str:
+    """`` (+N% compute)`` of a slow node's or straggler's ``excess_ratio``; '' when it has none."""
+    ratio = row.get("excess_ratio")
+    if isinstance(ratio, bool) or not isinstance(ratio, (int, float)):
+        return ""
+    return f" (+{ratio * 100:.0f}% compute)"
+
+
+def slow_node_text(node: dict) -> str:
+    """A slow node as the report's opening row and a regression's line say it."""
+    return f"slow node {node.get('node')}{excess_compute(node)}"
+
+
 def slow_link_evidence(link: dict) -> str:
     """One slow link in one line, as the report's opening row and junit.xml's ``slow link`` say it,
     from an entry of the report's ``slow_links`` (or of run.json's ``fabric_sweep.slow``, which has
