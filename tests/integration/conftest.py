@@ -1,8 +1,11 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""The stand-in cluster as a pytest fixture: started once per session, removed at the end."""
+"""The stand-in cluster as a pytest fixture: started once per session (once per pytest-xdist
+worker, each worker a cluster of its own), removed at the end."""
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
 import os
 import signal
@@ -18,6 +21,11 @@ from junitparser import Failure, JUnitXml, Skipped
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "tests" / "standin"))
+# Each pytest-xdist worker (gw0, gw1, ...) drives a stand-in cluster of its own: its containers,
+# networks, labels and build/standin-<worker>/ carry the worker's id (standin.py: instances).
+# xdist sets PYTEST_XDIST_WORKER before this file is imported.
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    os.environ.setdefault("AORTA_STANDIN_INSTANCE", os.environ["PYTEST_XDIST_WORKER"])
 
 import standin  # noqa: E402  (lives beside the tests, not in a package)
 
@@ -198,6 +206,39 @@ class Cluster:
         return result.stdout
 
 
+# Whole-machine tests (marker ``whole_machine``: a throttled link measured against the others, the
+# execution environment's build and job, headless Chromium) run with no test of another worker
+# beside them; every other test shares the machine with the other workers' tests. A readers-writer
+# lock over two files that every worker opens: a whole-machine test takes the turnstile and then
+# the machine alone; any other test passes the turnstile (so it waits while a whole-machine test
+# waits or runs: that one is not starved) and then shares the machine.
+MACHINE_LOCKS = REPO / "build" / "pytest-locks"
+
+
+@contextlib.contextmanager
+def machine_share(whole: bool):
+    MACHINE_LOCKS.mkdir(parents=True, exist_ok=True)
+    with (
+        open(MACHINE_LOCKS / "turnstile", "w", encoding="utf-8") as turnstile,
+        open(MACHINE_LOCKS / "machine", "w", encoding="utf-8") as machine,
+    ):
+        fcntl.flock(turnstile, fcntl.LOCK_EX)
+        if not whole:
+            fcntl.flock(turnstile, fcntl.LOCK_UN)
+        fcntl.flock(machine, fcntl.LOCK_EX if whole else fcntl.LOCK_SH)
+        try:
+            yield
+        finally:
+            fcntl.flock(machine, fcntl.LOCK_UN)
+            fcntl.flock(turnstile, fcntl.LOCK_UN)
+
+
+@pytest.fixture(autouse=True)
+def _machine_share(request):
+    with machine_share(request.node.get_closest_marker("whole_machine") is not None):
+        yield
+
+
 def leftovers() -> list[str]:
     found = []
     for kind in ("ps", "network ls"):
@@ -252,6 +293,18 @@ FAULT_ROWS: list[dict] = []
 @pytest.fixture(scope="session")
 def fault_table():
     return FAULT_ROWS
+
+
+def pytest_sessionfinish(session):
+    # An xdist worker hands its rows to the controller, which prints the table.
+    workeroutput = getattr(session.config, "workeroutput", None)
+    if workeroutput is not None:
+        workeroutput["fault_rows"] = json.dumps(FAULT_ROWS)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node, error):
+    FAULT_ROWS.extend(json.loads(getattr(node, "workeroutput", {}).get("fault_rows", "[]")))
 
 
 def pytest_terminal_summary(terminalreporter):

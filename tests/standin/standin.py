@@ -9,14 +9,24 @@ on a real cluster where training traffic must use the fabric.
     python3 tests/standin/standin.py up [--nodes N]     # writes build/standin/{cluster.json,vars.yml,...}
     python3 tests/standin/standin.py down
 
+Several stand-in clusters can run side by side on one Docker engine, one per instance:
+``AORTA_STANDIN_INSTANCE=gw0`` names every container, network, label and path of its cluster
+after the instance (``aorta-standin-gw0-n0``, ``build/standin-gw0/``); unset, the names are the
+plain ones users and docs know (``aorta-standin-n0``, ``build/standin/``). Each pytest-xdist
+worker of the integration tests runs its own instance (tests/integration/conftest.py). Instances
+share only the image cache, whose builds take a lock.
+
 Only the controller, these nodes and loopback exchange traffic.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import fcntl
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -26,10 +36,15 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
-OUT = REPO / "build" / "standin"
+INSTANCE = os.environ.get("AORTA_STANDIN_INSTANCE", "")
+if not re.fullmatch(r"[a-z0-9]{0,12}", INSTANCE):
+    raise SystemExit(f"AORTA_STANDIN_INSTANCE={INSTANCE!r}: at most 12 lowercase letters and digits")
+_SUFFIX = f"-{INSTANCE}" if INSTANCE else ""
+OUT = REPO / "build" / f"standin{_SUFFIX}"
+RESULTS = REPO / "build" / f"results{_SUFFIX}"  # the stand-in's aorta_results_root
 CACHE = Path(os.environ.get("AORTA_STANDIN_CACHE", REPO / "build" / "standin-cache"))
-LABEL = "aorta.standin=1"
-PREFIX = "aorta-standin"
+LABEL = f"aorta.standin={INSTANCE or '1'}"  # every instance's label key is aorta.standin
+PREFIX = f"aorta-standin{_SUFFIX}"
 FABRIC = f"{PREFIX}-fabric"
 AORTA_PATH = "/root/aorta"  # the stand-in "Aorta checkout" on every node (aorta_path)
 
@@ -72,8 +87,19 @@ def ensure_engine() -> None:
     subprocess.run([str(REPO / "tools" / "install-host-deps.sh")], check=True)
 
 
+@contextlib.contextmanager
+def cache_lock():
+    """The image cache to this process alone: instances starting side by side build the images
+    and write the workload archive once, not over each other."""
+    CACHE.mkdir(parents=True, exist_ok=True)
+    with open(CACHE / ".lock", "w", encoding="utf-8") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        yield
+
+
 def build_images() -> dict[str, str]:
-    out = sh(str(HERE / "build_images.sh"), timeout=1800)
+    with cache_lock():
+        out = sh(str(HERE / "build_images.sh"), timeout=1800)
     last = out.strip().splitlines()[-1]
     return dict(item.split("=", 1) for item in last.split())
 
@@ -82,10 +108,11 @@ def image_archive(image: str) -> Path:
     """The workload image as a `docker save` archive (air-gapped path), cached by image id."""
     image_id = sh("docker", "image", "inspect", "-f", "{{.Id}}", image).strip().split(":")[-1][:12]
     path = CACHE / f"workload-{image_id}.tar"
-    if not path.exists():
-        tmp = path.with_suffix(".tmp")
-        sh("docker", "save", "-o", str(tmp), image)
-        tmp.rename(path)
+    with cache_lock():
+        if not path.exists():
+            tmp = path.with_suffix(".tmp")
+            sh("docker", "save", "-o", str(tmp), image)
+            tmp.rename(path)
     return path
 
 
@@ -324,7 +351,7 @@ ansible_ssh_common_args: >-
 ansible_python_interpreter: /usr/bin/python3
 aorta_require_gpu: false
 aorta_path: {AORTA_PATH}
-aorta_results_root: {REPO / "build" / "results"}
+aorta_results_root: {RESULTS}
 aorta_base_config: config/standin.yaml
 aorta_docker_image: {images["WORKLOAD_IMAGE"]}
 aorta_image_archive: {archive}
@@ -341,7 +368,7 @@ aorta_fabric_sweep_seconds: 1
     # To rehearse with the installed collection from any directory (docs/quickstart.md): the same
     # values, the results under the directory ansible-playbook runs from, and an inventory source
     # that names the plugin (no ansible.cfg of the checkout needed).
-    here = f"aorta_results_root: {REPO / 'build' / 'results'}"
+    here = f"aorta_results_root: {RESULTS}"
     rehearse = vars_yml.replace(here, "aorta_results_root: aorta_results")
     (OUT / "rehearse.yml").write_text(rehearse)
     (OUT / "cluster.aorta.yml").write_text("plugin: aorta.cluster.cluster_json\npath: cluster.json\n")
