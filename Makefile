@@ -28,7 +28,7 @@ export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
 
 help:
 	@echo "make demo            whole pipeline on a local stand-in cluster (no GPU needed)"
-	@echo "make test            lint, sanity, molecule, unit and integration tests (about 45 min on 2 cores)"
+	@echo "make test            lint, sanity, molecule, unit and integration tests, side by side (about 35 min on 2 cores)"
 	@echo "make venv            the development venv in .venv/ (pinned tools of requirements-dev.txt)"
 	@echo "make lint            ruff, typecheck (mypy), ansible-lint and sanity, each also a target of its own"
 	@echo "make unit            the unit tests alone (about 3 minutes on 2 cores)"
@@ -81,11 +81,17 @@ lint: ruff typecheck ansible-lint sanity
 typecheck: venv
 	cd .collections && $(BIN)/mypy --config-file $(CURDIR)/pyproject.toml -p ansible_collections.aorta.cluster.plugins
 
+# The unit tests on both cores (they share no state).
 unit: venv
-	$(BIN)/pytest tests/unit
+	$(BIN)/pytest -n 2 tests/unit
 
+# The integration tests in WORKERS pytest-xdist workers, each with a stand-in cluster of its own
+# (tests/standin/standin.py: instances); tests marked whole_machine run with no other beside them,
+# and tests that share one run are grouped onto one worker (--dist loadgroup; docs/testing.md).
+# The slowest are named (where CI time goes).
+WORKERS ?= 2
 integration: venv
-	$(BIN)/pytest tests/integration
+	$(BIN)/pytest -n $(WORKERS) --dist loadgroup --durations=15 tests/integration
 
 # The fault matrix alone (also part of `make test`): prints fault, expected, got, seconds, left on nodes.
 faults: venv
@@ -93,16 +99,17 @@ faults: venv
 		tests/integration/test_supervision.py::test_the_head_stops_the_run_within_90_s_when_a_workers_node_dies \
 		tests/integration/test_supervision.py::test_the_workers_stop_the_run_within_90_s_when_the_heads_node_dies
 
-# molecule drives the collection's playbook against its own stand-in cluster (before pytest's,
-# so pytest's summary is the last line CI reads).
+# molecule drives the collection's playbook against its own stand-in cluster (the plain
+# instance's names: the integration tests' workers run instances of their own beside it).
 molecule: venv
 	$(BIN)/molecule test -s standin
 
-# The unit tests on both cores (they share no state); the stand-in's integration tests one at a
-# time, after them whatever they gave, with the slowest named (where CI time goes).
+# Two chains at once (tools/run_steps.py): the lint, sanity, unit and molecule steps one after
+# another, beside the integration tests, whose stand-in runs leave the cores idle for much of their
+# time. Each step's log is in build/test-logs/; at the end the integration tests' output, a table
+# of each step's seconds and one closing line of counts.
 test: venv
-	$(MAKE) ruff typecheck ansible-lint sanity molecule
-	$(BIN)/pytest -n 2 tests/unit; unit=$$?; $(BIN)/pytest --durations=15 tests/integration && exit $$unit
+	$(BIN)/python tools/run_steps.py "ruff typecheck ansible-lint sanity unit molecule" "integration"
 
 N ?= 2
 demo: venv
