@@ -13,16 +13,21 @@ from pathlib import Path
 import ee_job  # tests/standin, put on sys.path by conftest
 import pytest
 import standin
+from conftest import machine_share
 
 REPO = Path(__file__).resolve().parents[2]
 
-pytestmark = pytest.mark.standin
+# The image's build and the job inside it take the whole machine (conftest.machine_share).
+pytestmark = [pytest.mark.standin, pytest.mark.whole_machine]
 
 
 @pytest.fixture(scope="session")
 def ee_image():
     started = time.monotonic()
-    proc = subprocess.run(["tools/build_ee.sh"], cwd=REPO, capture_output=True, text=True, check=False, timeout=1800)
+    with machine_share(whole=True):
+        proc = subprocess.run(
+            ["tools/build_ee.sh"], cwd=REPO, capture_output=True, text=True, check=False, timeout=1800
+        )
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
     image = proc.stdout.strip().splitlines()[-1].removeprefix("EE_IMAGE=")
     print(f"make ee: {image} in {time.monotonic() - started:.0f}s")

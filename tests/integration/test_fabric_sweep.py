@@ -73,6 +73,8 @@ def fake_perftest(cluster, present):
             cluster.node_exec(i, "rm", "-f", "/usr/local/bin/ib_write_bw")
 
 
+# A throttled link measured against the others: no other worker's runs beside it on the two cores.
+@pytest.mark.whole_machine
 def test_a_node_whose_fabric_egress_is_throttled_is_named_alone_and_the_run_completes(standin_cluster, tmp_path):
     node, run, results, proc = swept(standin_cluster, tmp_path, "200mbit", HEAVY)
     assert_named_alone(node, run, results, proc)

@@ -18,6 +18,9 @@ import pytest
 from ansible_collections.aorta.cluster.plugins.module_utils.trace_analysis import _render, _report
 from ansible_collections.aorta.cluster.plugins.plugin_utils import _history
 
+# Headless Chromium's start and render on the two cores: no other worker's runs beside it.
+pytestmark = pytest.mark.whole_machine
+
 REPO = Path(__file__).resolve().parents[2]
 ARTIFACTS = REPO / "tests" / "output" / "browser"
 HOOK = (
