@@ -26,7 +26,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / ".collections"))
 
-from ansible_collections.aorta.cluster.plugins.module_utils.node_runtime import _aggregator, _sweep  # noqa: E402
+from ansible_collections.aorta.cluster.plugins.module_utils.node_runtime import _aggregator, _head_link, _sweep  # noqa: E402
 
 NODES = 1000
 SECRET = bytes(range(32))
@@ -78,11 +78,11 @@ def main() -> int:
     started = time.perf_counter()
     sweeping.sweep.advance(True, 1.0)
     judge_s = time.perf_counter() - started
-    share = during * 1e-6 * NODES / _aggregator.JOIN_POLL_S
+    share = during * 1e-6 * NODES / _head_link.JOIN_POLL_S
     named = len(sweeping.sweep.summary()["slow"])
     print(
         f"{NODES} nodes: a join report answered in {during:.0f} us during the sweep, {baseline:.0f} us without; "
-        f"{share:.2f} of a core at one report per node every {_aggregator.JOIN_POLL_S} s; judgement {judge_s:.3f} s "
+        f"{share:.2f} of a core at one report per node every {_head_link.JOIN_POLL_S} s; judgement {judge_s:.3f} s "
         f"({named} named of healthy figures); largest answer {largest} bytes; "
         f"summary {len(json.dumps(sweeping.sweep.summary()))} bytes"
     )

@@ -380,6 +380,7 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.aorta.cluster.plugins.module_utils.node_runtime import (
     _aggregator,
     _fabric,
+    _head_link,
     _kernel_log,
     _probe,
     _sweep_net,
@@ -501,12 +502,12 @@ def make_watch(spec, run_id, directory):
         # Beside runs/ (the supervisors' status files, logs and kept launches), not in it.
         aggregate = aggregate_path(directory, run_id)
         shared_dir(os.path.dirname(aggregate))
-        link = _aggregator.HeadLink(aggregator, spec["head_address"], spec["port"], aggregate, write=write_json_atomic)
+        link = _head_link.HeadLink(aggregator, spec["head_address"], spec["port"], aggregate, write=write_json_atomic)
         stop_path = _aggregator.stop_request_path(aggregate)
         orphan = _aggregator.Orphan(_aggregator.watched_path(aggregate), spec.get("orphan_grace") or 0)
-        return _aggregator.HeadWatch(link, spec["stopping_timeout"], stop_path=stop_path, orphan=orphan, sweep=sweep)
-    link = _aggregator.WorkerLink(secret, run_id, spec["node"], spec["head_address"], spec["port"])
-    return _aggregator.WorkerWatch(link, spec["head"], spec["heartbeat_timeout"], spec["join_timeout"], sweep=sweep)
+        return _head_link.HeadWatch(link, spec["stopping_timeout"], stop_path=stop_path, orphan=orphan, sweep=sweep)
+    link = _head_link.WorkerLink(secret, run_id, spec["node"], spec["head_address"], spec["port"])
+    return _head_link.WorkerWatch(link, spec["head"], spec["heartbeat_timeout"], spec["join_timeout"], sweep=sweep)
 
 
 def sweep_participant(spec, secret, run_id):

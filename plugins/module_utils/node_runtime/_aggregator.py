@@ -24,30 +24,22 @@ own launch step therefore costs the others nothing but a wait: no rendezvous, no
 
 ``Aggregator`` is the state machine (no sockets; the clock is passed in) that decides when the run
 must stop: a node that reports a failure, or whose reports stop for ``heartbeat_timeout`` seconds
-(or that never reports within ``join_timeout``). ``HeadLink`` serves it on the head in a thread;
-``WorkerLink`` is a worker's side.
+(or that never reports within ``join_timeout``). ``_head_link`` serves it on the head and is
+each supervisor's side of it.
 """
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import hmac
 import json
 import os
-import socket
-import threading
 import time
 
 from ansible_collections.aorta.cluster.plugins.module_utils.node_runtime._sweep_phase import Phase
-from ansible_collections.aorta.cluster.plugins.module_utils.node_runtime._time_bounds import (
-    FINAL_REPORT_TRIES,
-    REPLY_WAIT_S,
-)
 
 VERSION = 1
 MAX_DATAGRAM = 8192  # a report is a few hundred bytes; anything larger is refused unread
-JOIN_POLL_S = 0.5  # how often a node waiting for every node to join asks again
 AGGREGATE_EVERY_S = 2.0  # how often the head rewrites the aggregate file
 SCAN_EVERY_S = 1.0  # how often the silence scan (every node) runs: not once per datagram
 # A node that said it is stopping (capture, SIGTERM, grace, SIGKILL, cleanup) reports again only
@@ -168,12 +160,14 @@ class Aggregator:
         self.silent = {}  # node -> why it counts as gone (its reports stopped or never came)
         self.scanned = None  # when the silence scan last ran
         self.joined = 0  # how many nodes have reported at least once (go when all have)
+        self.pushed = False  # whether the join's end was sent to every worker unasked (pushes())
         # The fabric sweep between the join and the go (_sweep_phase.Phase), None when it is off:
         # ``sweep`` holds its seconds, threshold and min_gbps.
         self.sweep = Phase(self.nodes, **sweep) if sweep else None
 
-    def receive(self, data, now):
-        """Handle one datagram: the reply datagram to send back, or None (refused, and counted)."""
+    def receive(self, data, now, peer=None):
+        """Handle one datagram: the reply datagram to send back, or None (refused, and counted).
+        ``peer``: where it came from, where pushes() sends this node's answer."""
         try:
             node, seq, body = open_sealed(self.secret, self.run_id, data)
             if node not in self.nodes:
@@ -184,7 +178,26 @@ class Aggregator:
             self.refused[refused.kind] += 1
             return None
         reply = self.report(node, body, now, seq)
+        if peer is not None:
+            self.seen[node]["peer"] = peer
         return seal(self.secret, self.run_id, self.head, seq, reply)
+
+    def pushes(self, now):
+        """Once, when the join ends (every node joined and swept, or a stop before the go): for
+        every worker heard from, ``(peer, datagram)``, the answer to its last report sealed with
+        that report's number, for the head to send unasked. A worker pausing between two join
+        reports takes it at once rather than at its next report (up to JOIN_POLL_S later); a lost
+        one costs that wait, nothing else: the next report gets the same answer."""
+        if self.pushed:
+            return []
+        if self.stop is None and not (self.joined >= len(self.nodes) and self.swept(now)):
+            return []
+        self.pushed = True
+        return [
+            (entry["peer"], seal(self.secret, self.run_id, self.head, entry["seq"], self.answer(node, now, True)))
+            for node, entry in self.seen.items()
+            if node != self.head and entry.get("peer") is not None
+        ]
 
     def report(self, node, body, now, seq=None):
         """Record ``node``'s ``body`` (authenticated already); the answer: stop or carry on."""
@@ -309,292 +322,3 @@ class Aggregator:
             "refused": dict(self.refused),
             "elapsed_s": round(now - self.started, 3),
         }
-
-
-def _family(address):
-    return socket.AF_INET6 if ":" in address else socket.AF_INET
-
-
-class HeadLink:
-    """The aggregator served on the head's fabric address in a thread of the head's supervisor.
-
-    ``report()`` is the head's own report (no network); ``close()`` stops the thread."""
-
-    def __init__(self, aggregator, address, port, aggregate_path=None, clock=time.monotonic, write=None):
-        self.aggregator = aggregator
-        self.clock = clock
-        self.aggregate_path = aggregate_path
-        self._write = write
-        self.lock = threading.Lock()
-        self.sock = socket.socket(_family(address), socket.SOCK_DGRAM)
-        self.sock.bind((address, int(port)))  # the fabric address only: no other interface listens
-        self.sock.settimeout(0.5)
-        self._closed = threading.Event()
-        self.thread = threading.Thread(target=self._serve, name="aorta-aggregator", daemon=True)
-
-    def start(self):
-        self.thread.start()
-        return self
-
-    def _serve(self):
-        last_written = None
-        while not self._closed.is_set():
-            try:
-                data, peer = self.sock.recvfrom(MAX_DATAGRAM + 1)
-            except socket.timeout:
-                data = None
-            except OSError:
-                if self._closed.is_set():
-                    return
-                data = None
-            now = self.clock()
-            with self.lock:
-                reply = self.aggregator.receive(data, now) if data is not None else None
-                self.aggregator.tick(now)
-                due = last_written is None or now - last_written >= AGGREGATE_EVERY_S
-                view = self.aggregator.aggregate(now) if due else None
-            if reply is not None:
-                with contextlib.suppress(OSError):  # the worker asks again with its next report
-                    self.sock.sendto(reply, peer)
-            if view is not None:
-                self.write_aggregate(view)
-                last_written = now
-
-    def write_aggregate(self, view=None):
-        if not self.aggregate_path or self._write is None:
-            return
-        if view is None:
-            with self.lock:
-                view = self.aggregator.aggregate(self.clock())
-        with contextlib.suppress(OSError):  # informs the controller; never decides the run
-            self._write(self.aggregate_path, view)
-
-    def report(self, body):
-        now = self.clock()
-        with self.lock:
-            return self.aggregator.report(self.aggregator.head, body, now)
-
-    def settled(self):
-        with self.lock:
-            return self.aggregator.settled()
-
-    def close(self):
-        self._closed.set()
-        self.thread.join(2)
-        self.sock.close()
-        self.write_aggregate()
-
-
-class WorkerLink:
-    """A worker's side: each report goes to the head; the reply says whether to stop.
-
-    ``report()`` returns the head's answer, or None when it did not answer this time; ``silent_s()``
-    how long since the head last answered (from the link's start until its first answer)."""
-
-    def __init__(self, secret, run_id, node, head_address, port, clock=time.monotonic):
-        self.secret, self.run_id, self.node = secret, run_id, node
-        self.target = (head_address, int(port))
-        self.clock = clock
-        self.seq = 0
-        self.sock = socket.socket(_family(head_address), socket.SOCK_DGRAM)
-        self.sock.connect(self.target)  # replies from any other address never reach recv()
-        self.last_answer = self.clock()
-        self.answered = False
-
-    def report(self, body, wait=REPLY_WAIT_S):
-        self.seq += 1
-        seq = self.seq
-        try:
-            self.sock.send(seal(self.secret, self.run_id, self.node, seq, body))
-        except OSError:
-            return None  # no route, refused: the same as no answer
-        end = self.clock() + wait
-        while True:
-            left = end - self.clock()
-            if left <= 0:
-                return None
-            self.sock.settimeout(left)
-            try:
-                data = self.sock.recv(MAX_DATAGRAM + 1)
-            except (socket.timeout, OSError):
-                return None
-            try:
-                _head, got, answer = open_sealed(self.secret, self.run_id, data)
-            except Refused:
-                continue
-            if got != seq:
-                continue  # a late answer to an earlier report (or a replayed one)
-            self.last_answer = self.clock()
-            self.answered = True
-            return answer
-
-    def silent_s(self):
-        return self.clock() - self.last_answer
-
-    def close(self):
-        self.sock.close()
-
-
-def _joining(sweep):
-    """A join report: with this node's sweep endpoint, then its figures, while the sweep is on."""
-    body = {"state": "joining", "finished": False}
-    if sweep is not None:
-        body.update(sweep.fields())
-    return body
-
-
-def _follow(sweep, answer):
-    """The head's answer to a join report, for this node's side of the sweep; on the go, the
-    measurement is over (bounded: its thread ends by its last round's end) and its port closed."""
-    if sweep is None or answer is None:
-        return
-    sweep.follow(answer)
-    if answer.get("go") or answer.get("stop"):
-        sweep.finish()
-
-
-def _stop_of(answer, by):
-    if not answer or not answer.get("stop"):
-        return None
-    return {"node": answer.get("node"), "kind": answer.get("kind"), "reason": answer.get("reason") or "", "by": by}
-
-
-class HeadWatch:
-    """What the head's supervisor asks: its own reports go to the aggregator without the network;
-    after its own end it keeps serving the others (``waiting()``) until every node has ended or
-    gone silent, or ``linger_s`` has passed."""
-
-    role = "head"
-    join_stop = None  # the head's stop that ended the join, if one did
-
-    def __init__(self, link, linger_s, clock=time.monotonic, sleep=time.sleep, stop_path=None, orphan=None, sweep=None):
-        self.link, self.linger_s, self.clock, self.sleep = link, float(linger_s), clock, sleep
-        self.linger_end = None
-        self.sweep = sweep  # this node's side of the fabric sweep (_sweep_phase.Participant), None: off
-        self.stop_path = stop_path  # the controller's stop request (stop_request_path)
-        self.orphan = orphan  # no controller watching for too long (Orphan), None: never asked
-
-    def _controller_stop(self, orphan=True):
-        """Take the controller's stop request into the aggregator once it is there, or, once the
-        ranks started (``orphan``), the orphan's: no controller has watched the run for
-        aorta_orphan_grace_seconds."""
-        reason = read_stop_request(self.stop_path)
-        if reason is None and orphan and self.orphan is not None:
-            reason = self.orphan.reason()
-        if reason is not None:
-            with self.link.lock:
-                self.link.aggregator.request_stop(reason, self.clock())
-
-    def join(self):
-        """'' once every node has joined; else why the head must not launch. Bounded by the
-        aggregator itself: a node not heard from within its join timeout stops the run."""
-        self.link.start()
-        while True:
-            self._controller_stop(orphan=False)
-            answer = self.link.report(_joining(self.sweep))
-            _follow(self.sweep, answer)
-            stop = _stop_of(answer, "head")
-            if stop:
-                self.join_stop = stop
-                return f"the run stopped before its ranks started: {stop['reason']}"
-            if answer.get("go"):
-                if self.orphan is not None:  # the controller's watch starts once every node launched
-                    self.orphan.since = self.orphan.wall()
-                return ""
-            self.sleep(JOIN_POLL_S)
-
-    def beat(self, body):
-        self._controller_stop()
-        return _stop_of(self.link.report(body), "head")
-
-    def sweep_record(self):
-        """This node's fabric sweep for its status, with the cluster's (``cluster``) on the head."""
-        record = self.sweep.record() if self.sweep is not None else None
-        sweep = self.link.aggregator.sweep
-        if record is not None and sweep is not None:
-            with self.link.lock:
-                record["cluster"] = sweep.summary()
-        return record
-
-    def finish(self, body):
-        self.link.report(body)
-        self.linger_end = self.clock() + self.linger_s
-
-    def waiting(self):
-        self._controller_stop()
-        with self.link.lock:
-            self.link.aggregator.tick(self.clock())
-        return not self.link.settled() and self.clock() < self.linger_end
-
-    def silent(self):
-        """The nodes the head counts as gone, with why (for the status and the controller)."""
-        with self.link.lock:
-            return dict(self.link.aggregator.silent)
-
-    def close(self):
-        self.link.close()
-
-
-class WorkerWatch:
-    """What a worker's supervisor asks: the head's answer to each report, and whether the head has
-    gone quiet for ``heartbeat_timeout`` seconds (then the node stops itself: its rendezvous is gone)."""
-
-    role = "worker"
-    join_stop = None  # the head's stop that ended the join, if one did
-
-    def __init__(self, link, head, heartbeat_timeout, join_timeout, clock=time.monotonic, sleep=time.sleep, sweep=None):
-        self.link, self.head = link, head
-        self.sweep = sweep  # this node's side of the fabric sweep (_sweep_phase.Participant), None: off
-        self.heartbeat_timeout, self.join_timeout = float(heartbeat_timeout), float(join_timeout)
-        self.clock, self.sleep = clock, sleep
-
-    def join(self):
-        """'' once the head says every node has joined (go); else why this node must not launch:
-        the fabric message when the head never answered, the head's stop, or the head gone quiet."""
-        end = self.clock() + self.join_timeout
-        while True:
-            answer = self.link.report(_joining(self.sweep))
-            _follow(self.sweep, answer)
-            if answer is not None:
-                stop = _stop_of(answer, "head")
-                if stop:
-                    self.join_stop = stop
-                    return f"the head stopped the run before this node launched: {stop['reason']}"
-                if answer.get("go"):
-                    return ""
-            elif not self.link.answered and self.clock() >= end:
-                address, port = self.link.target
-                return (
-                    f"fabric: the head {self.head}'s aggregator at {address}:{port}/udp did not answer in "
-                    f"{self.join_timeout:.0f} s (is UDP to the rendezvous port open on the fabric?)"
-                )
-            elif self.link.answered and self.link.silent_s() >= self.heartbeat_timeout:
-                return f"no answer from the head {self.head} for {self.link.silent_s():.0f} s while waiting to launch"
-            self.sleep(JOIN_POLL_S)
-
-    def sweep_record(self):
-        """This node's fabric sweep for its status."""
-        return self.sweep.record() if self.sweep is not None else None
-
-    def beat(self, body):
-        stop = _stop_of(self.link.report(body), "head")
-        if stop is None and self.link.silent_s() >= self.heartbeat_timeout:
-            reason = f"no answer from the head {self.head} for {self.link.silent_s():.0f} s"
-            stop = {"node": self.head, "kind": "silent", "reason": reason, "by": "self"}
-        return stop
-
-    def finish(self, body):
-        for _attempt in range(FINAL_REPORT_TRIES):  # a lost datagram is asked again; a gone head is not waited for
-            if self.link.report(body) is not None:
-                break
-
-    @staticmethod
-    def waiting():
-        return False
-
-    @staticmethod
-    def silent():
-        return {}
-
-    def close(self):
-        self.link.close()

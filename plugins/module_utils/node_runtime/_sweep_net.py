@@ -118,6 +118,8 @@ class SweepEndpoint:
         self._claimed = set()
         self._plan = {}
         self._start_at, self._round_s = 0.0, 0.0
+        self._expected = set()  # the rounds in which a partner sends to this node
+        self._served = threading.Event()  # every expected stream measured and answered
         self._closed = threading.Event()
         self._lock = threading.Lock()
 
@@ -129,6 +131,8 @@ class SweepEndpoint:
 
     def close(self):
         self._closed.set()
+        with contextlib.suppress(OSError):
+            self.sock.shutdown(socket.SHUT_RDWR)  # wakes a blocked accept() at once (Linux)
         with contextlib.suppress(OSError):
             self.sock.close()
 
@@ -193,6 +197,9 @@ class SweepEndpoint:
             # Answered at the window's end, not at the stream's: on a slow link what is still in the
             # sender's buffer would hold the answer past the round (the sender then drops it).
             conn.sendall(json.dumps({"bytes": total}).encode() + b"\n")
+            with self._lock:
+                if self._expected <= set(self.received):
+                    self._served.set()
             with contextlib.suppress(OSError):
                 conn.settimeout(max(0.01, until - self.clock()))
                 while conn.recv(CHUNK):
@@ -283,8 +290,13 @@ class SweepEndpoint:
 
     def run(self, plan, start_at, round_s):
         """Measure every round of ``plan`` from ``start_at`` (this node's clock); per round its
-        figures, ``error`` where one is missing. Returns by the last round's end + MARGIN_S."""
+        figures, ``error`` where one is missing. Returns once its last send is answered and every
+        stream sent to it is measured (the last round's send window, not the round's end: the rest
+        of a round is slack for a late stream), at the latest by the last round's end + MARGIN_S."""
         self._plan = {step["round"]: step for step in plan}
+        self._expected = {step["round"] for step in plan if step.get("recv_from") is not None}
+        if not self._expected:
+            self._served.set()
         self._start_at, self._round_s = start_at, round_s
         end = start_at + len(plan) * round_s
         wait = start_at - self.clock() - 0.05
@@ -294,16 +306,17 @@ class SweepEndpoint:
         listener = threading.Thread(target=self._accept, args=(end + MARGIN_S / 2,), daemon=True)
         listener.start()
         sent = []
-        for step in plan:
+        for index, step in enumerate(plan):
             begin = start_at + step["round"] * round_s
             if begin > self.clock():
                 self.sleep(begin - self.clock())
             sent.append(self._send(step, begin, round_s))
             left = begin + round_s - self.clock()
-            if left > 0:
+            if left > 0 and index < len(plan) - 1:  # the next round starts on the schedule
                 self.sleep(left)
-        listener.join(MARGIN_S)
-        self.close()
+        self._served.wait(max(0.0, end + MARGIN_S / 2 - self.clock()))
+        self.close()  # wakes the listener, which waits for the connections it still serves
+        listener.join(max(0.0, end + MARGIN_S - self.clock()))
         return [self._row(step, send, error) for step, (send, error) in zip(plan, sent)]
 
     def run_perftest(self, plan, start_at, round_s):

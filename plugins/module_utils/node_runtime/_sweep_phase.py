@@ -14,7 +14,7 @@ reports the nodes send anyway, the figures in their next reports.
 ``Phase`` is the head's side (inside the aggregator): every node's join report brings its sweep
 endpoint (fabric address, a TCP port it reserved and does not listen on yet, the tool it can run);
 once every node has joined, the head sets the start ``LEAD_S`` ahead (every node asks at least
-every ``_aggregator.JOIN_POLL_S``, so each one learns it in time) and answers each node with its part
+every ``_head_link.JOIN_POLL_S``, so each one learns it in time) and answers each node with its part
 of ``_sweep.plan``, its partners' endpoints included; each node measures, and its next report
 carries its figures; once every node has reported them, or the sweep's bound has passed, the head
 judges them (``_sweep.localise``) and says go. ``Participant`` is each node's side (the head's
@@ -218,6 +218,7 @@ class Participant:
         self.clock = clock
         self.thread = None
         self.figures = None
+        self.figures_sent = False  # whether a join report carried them (fields())
         self.instructions = None
         self.verdict = None
         self.began = self.ended = None  # this node's clock: the plan's arrival, the verdict's
@@ -225,10 +226,15 @@ class Participant:
     def fields(self):
         """What this node's join report carries of the sweep."""
         if self.figures is not None:
+            self.figures_sent = True
             return {"sweep_figures": self.figures}
         if self.endpoint is None:
             return {"sweep_endpoint": {"error": self.error or "no endpoint"}}
         return {"sweep_endpoint": {"address": self.endpoint.address, "port": self.endpoint.port, "tool": self.tool}}
+
+    def figures_due(self):
+        """Its figures are ready and no report carried them yet: the join reports them at once."""
+        return self.figures is not None and not self.figures_sent
 
     def follow(self, answer):
         """Act on the head's answer: start the measurement once its plan comes; keep its verdict."""

@@ -13,6 +13,7 @@ import time
 import pytest
 
 from ansible_collections.aorta.cluster.plugins.module_utils.node_runtime import _aggregator as ag
+from ansible_collections.aorta.cluster.plugins.module_utils.node_runtime import _head_link as hw
 from ansible_collections.aorta.cluster.plugins.module_utils.node_runtime import _sweep, _sweep_net, _sweep_phase
 
 SECRET = bytes.fromhex("11" * 32)
@@ -197,8 +198,8 @@ def head(tmp_path):
     port = free_udp_port()
     written = []
     agg = ag.Aggregator("run1", SECRET, NODES, 30, 120, time.monotonic())
-    link = ag.HeadLink(agg, "127.0.0.1", port, str(tmp_path / "agg.json"), write=lambda p, v: written.append(v))
-    watch = ag.HeadWatch(link, linger_s=5)
+    link = hw.HeadLink(agg, "127.0.0.1", port, str(tmp_path / "agg.json"), write=lambda p, v: written.append(v))
+    watch = hw.HeadWatch(link, linger_s=5)
     # The head launches once every node has joined: its join runs beside the workers' (join_all).
     joined = {}
     waiter = threading.Thread(target=lambda: joined.setdefault("head", watch.join()), daemon=True)
@@ -210,8 +211,8 @@ def head(tmp_path):
 
 
 def worker(name, port, **kw):
-    link = ag.WorkerLink(SECRET, "run1", name, "127.0.0.1", port)
-    return ag.WorkerWatch(link, "head", kw.get("heartbeat_timeout", 30), kw.get("join_timeout", 5))
+    link = hw.WorkerLink(SECRET, "run1", name, "127.0.0.1", port)
+    return hw.WorkerWatch(link, "head", kw.get("heartbeat_timeout", 30), kw.get("join_timeout", 5))
 
 
 def join_all(*watches):
@@ -278,10 +279,10 @@ def test_a_node_that_never_joins_keeps_every_other_from_launching_and_is_named(t
     once the join timeout has passed every one of them refuses to launch, naming that node."""
     port = free_udp_port()
     agg = ag.Aggregator("run1", SECRET, NODES, 1, 1.5, time.monotonic())
-    link = ag.HeadLink(agg, "127.0.0.1", port)
+    link = hw.HeadLink(agg, "127.0.0.1", port)
     started = time.monotonic()
     try:
-        head_says, w1_says = join_all(ag.HeadWatch(link, linger_s=5), worker("w1", port))
+        head_says, w1_says = join_all(hw.HeadWatch(link, linger_s=5), worker("w1", port))
     finally:
         link.close()
     assert head_says == "the run stopped before its ranks started: w2 never reported to the head in 2 s"
@@ -300,8 +301,8 @@ def test_a_worker_that_cannot_reach_the_head_refuses_to_launch_with_a_fabric_mes
 def test_a_worker_whose_head_goes_quiet_stops_itself_naming_the_head(head):
     watch, port, _written = head
     clock = Clock()
-    link = ag.WorkerLink(SECRET, "run1", "w1", "127.0.0.1", port, clock=clock)
-    w1 = ag.WorkerWatch(link, "head", 30, 5, clock=clock)
+    link = hw.WorkerLink(SECRET, "run1", "w1", "127.0.0.1", port, clock=clock)
+    w1 = hw.WorkerWatch(link, "head", 30, 5, clock=clock)
     assert join_all(w1, worker("w2", port)) == ["", ""] and w1.beat(running()) is None
     watch.link.close()  # the head is gone
     clock.offset = 29.0
@@ -477,10 +478,10 @@ def test_three_nodes_sweep_over_loopback_between_the_join_and_the_go():
     agg = ag.Aggregator(
         "run1", SECRET, NODES, 30, 120, time.monotonic(), sweep={"seconds": 0.6, "threshold": 0.5, "min_gbps": 0}
     )
-    link = ag.HeadLink(agg, "127.0.0.1", port)
-    head = ag.HeadWatch(link, linger_s=5, sweep=participant(0))
+    link = hw.HeadLink(agg, "127.0.0.1", port)
+    head = hw.HeadWatch(link, linger_s=5, sweep=participant(0))
     workers = [
-        ag.WorkerWatch(ag.WorkerLink(SECRET, "run1", name, "127.0.0.1", port), "head", 30, 5, sweep=participant(i + 1))
+        hw.WorkerWatch(hw.WorkerLink(SECRET, "run1", name, "127.0.0.1", port), "head", 30, 5, sweep=participant(i + 1))
         for i, name in enumerate(NODES[1:])
     ]
     started = time.monotonic()

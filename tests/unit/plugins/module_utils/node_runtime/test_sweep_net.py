@@ -31,13 +31,13 @@ def plans(endpoints):
     ]
 
 
-def sweep_all(endpoints, plan_of=plans):
+def sweep_all(endpoints, plan_of=plans, round_s=ROUND_S):
     start_at = time.monotonic() + 0.2
     rows = [None] * len(endpoints)
     every = plan_of(endpoints)
 
     def run(i):
-        rows[i] = endpoints[i].run(every[i], start_at, ROUND_S)
+        rows[i] = endpoints[i].run(every[i], start_at, round_s)
 
     threads = [threading.Thread(target=run, args=(i,)) for i in range(len(endpoints))]
     for thread in threads:
@@ -59,6 +59,16 @@ def test_three_nodes_measure_every_round_in_both_directions_within_the_bound():
             assert row["send_gbps"] > 0.1 and row["recv_gbps"] > 0.1, row
         assert [row["send_to"] for row in mine] == [(rank + 1) % 3, (rank + 2) % 3]
     assert all(e.refused == 0 for e in endpoints)
+
+
+def test_the_sweep_ends_with_its_last_stream_not_at_the_last_rounds_end():
+    """Every node's run() returns once its last send is answered and its last stream measured: the
+    last round's send window (SEND_SHARE of it), not its end plus the margin."""
+    endpoints = [net.SweepEndpoint(SECRET, "run1", rank, "127.0.0.1") for rank in range(3)]
+    rows, took = sweep_all(endpoints, round_s=1.0)
+    assert all("error" not in row for mine in rows for row in mine), rows
+    # The streams end at 1.6 s; the rounds at 2.0 s and the old bound at 2.25 s.
+    assert 1.6 <= took < 2.0, took
 
 
 def test_a_peer_with_the_wrong_secret_is_refused_and_its_partner_has_no_figure_from_it():
