@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 # SPDX-License-Identifier: GPL-3.0-or-later
 """`make test`'s steps side by side: each chain runs its make targets one after another, the
 chains at once (the integration tests' stand-in runs leave the two cores idle for much of their
@@ -7,14 +6,15 @@ wall time, so the lint, sanity, unit and molecule steps fill it).
     tools/run_steps.py "ruff typecheck ansible-lint sanity unit molecule" "integration"
 
 Each step's output goes to build/test-logs/<step>.log, and one line says when it ends; a failed
-step's last lines are printed at once, so a failure names its step. At the end: the last chain's
-last step's log whole (the integration tests: pytest's slowest tests and its summary), a table of
-each step's seconds, and one closing line over the pytest steps' counts. Exits non-zero when any
-step failed (a failed step ends its own chain, not the others).
+step's last lines are printed at once, so a failure names its step, and the steps after it still
+run (one run shows every failure). At the end: the last chain's last step's log whole (the
+integration tests: pytest's slowest tests and its summary), a table of each step's seconds, and
+one closing line over the pytest steps' counts. Exits non-zero when any step failed.
 """
 
 from __future__ import annotations
 
+import argparse
 import os
 import re
 import subprocess
@@ -32,18 +32,19 @@ PYTEST_SUMMARY = re.compile(r"^=+ .*\b(passed|failed|error|no tests ran)\b.* in 
 
 
 class Step:
-    def __init__(self, name: str) -> None:
+    def __init__(self, name: str, logs: Path, make: list[str]) -> None:
         self.name = name
-        self.log = LOGS / f"{name}.log"
+        self.log = logs / f"{name}.log"
+        self.make = make
         self.seconds: float | None = None
         self.rc: int | None = None
 
     def run(self, say) -> bool:
         started = time.monotonic()
-        say(f"{self.name}: started (log: {self.log.relative_to(REPO)})")
+        say(f"{self.name}: started (log: {self.log})")
         with open(self.log, "w", encoding="utf-8") as out:
             proc = subprocess.run(
-                ["make", "--no-print-directory", self.name],
+                [*self.make, self.name],
                 cwd=REPO,
                 stdout=out,
                 stderr=subprocess.STDOUT,
@@ -71,11 +72,15 @@ class Step:
         return found
 
 
-def main(chains: list[str]) -> int:
-    if not chains:
-        print(__doc__, file=sys.stderr)
-        return 2
-    LOGS.mkdir(parents=True, exist_ok=True)
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n", maxsplit=1)[0])
+    parser.add_argument("chains", nargs="+", help="make targets, space-separated, one chain per argument")
+    parser.add_argument("--logs", type=Path, default=LOGS, help="where each step's log goes")
+    parser.add_argument("--makefile", help="another Makefile than the checkout's")
+    args = parser.parse_args(argv)
+    args.logs.mkdir(parents=True, exist_ok=True)
+    make = ["make", "--no-print-directory", *(["-f", args.makefile] if args.makefile else [])]
+    chains = args.chains
     lock = threading.Lock()
     began = time.monotonic()
 
@@ -83,14 +88,11 @@ def main(chains: list[str]) -> int:
         with lock:
             print(f"[run_steps {time.monotonic() - began:6.0f}s] {text}", flush=True)
 
-    plan = [[Step(name) for name in chain.split()] for chain in chains]
+    plan = [[Step(name, args.logs, make) for name in chain.split()] for chain in chains]
 
     def run_chain(steps: list[Step]) -> None:
-        for step in steps:
-            if not step.run(say):
-                for skipped in steps[steps.index(step) + 1 :]:
-                    say(f"{skipped.name}: not run ({step.name} failed)")
-                return
+        for step in steps:  # a failed step does not stop the next: one run shows every failure
+            step.run(say)
 
     threads = [threading.Thread(target=run_chain, args=(steps,)) for steps in plan]
     for thread in threads:
@@ -101,7 +103,7 @@ def main(chains: list[str]) -> int:
 
     last = plan[-1][-1]
     if last.log.exists():
-        print(f"\n===== {last.name}: {last.log.relative_to(REPO)} =====", flush=True)
+        print(f"\n===== {last.name}: {last.log} =====", flush=True)
         sys.stdout.write(last.log.read_text(errors="replace"))
     steps = [step for steps in plan for step in steps]
     width = max(len(step.name) for step in steps)
@@ -112,14 +114,17 @@ def main(chains: list[str]) -> int:
         print(f"{step.name.ljust(width)}  {seconds:>7}  {result}")
     failed = [step.name for step in steps if step.rc != 0]
     print(f"{'wall'.ljust(width)}  {wall:7.0f}  {'failed: ' + ', '.join(failed) if failed else 'every step passed'}")
-    totals: dict[str, int] = {}
+    totals = {"passed": 0, "failed": 0, "skipped": 0}
     for step in steps:
-        for key, number in step.counts().items():
-            totals[key] = totals.get(key, 0) + number
-    failures = totals.get("failed", 0) + totals.get("errors", 0) + (1 if failed and not totals.get("failed") else 0)
-    # The closing line any CI reads: every pytest step's counts together (a failed step that is not
-    # pytest counts as one failure, so the line never says 0 failed when a step failed).
-    print(f"tests: {totals.get('passed', 0)} passed, {failures} failed, {totals.get('skipped', 0)} skipped")
+        counts = step.counts()
+        totals["passed"] += counts.get("passed", 0)
+        totals["skipped"] += counts.get("skipped", 0)
+        failures = counts.get("failed", 0) + counts.get("errors", 0)
+        # A failed step with no failed test of its own (lint, sanity, molecule, a pytest that could
+        # not start) counts as one failure: the line never says 0 failed when a step failed.
+        totals["failed"] += failures or (1 if step.rc != 0 else 0)
+    # The closing line any CI reads: every pytest step's counts together.
+    print(f"tests: {totals['passed']} passed, {totals['failed']} failed, {totals['skipped']} skipped")
     return 1 if failed else 0
 
 

@@ -108,7 +108,7 @@ def test_three_nodes_join_and_every_one_learns_the_go_the_moment_the_last_joins(
             thread.start()
         time.sleep(0.05)
         assert link.report(joining())["go"] is True
-        for _ in range(100):
+        for _attempt in range(100):
             if len(answers) == 2:
                 break
             time.sleep(0.01)
