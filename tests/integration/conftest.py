@@ -268,6 +268,49 @@ def standin_cluster():
     assert set(images) <= {"aorta-standin-node", "aorta-standin-workload", "aorta-ee-base", "aorta-cluster-ee"}, images
 
 
+# What a workload must receive byte for byte, and no shell may run (test_multinode_launch.py).
+NASTY = "$(touch pwned) `touch pwned2`; touch pwned3 'q' \"dq\""
+# An earlier run's trace (test_collect.py plants it where the collection must not take it).
+OLD_TRACE = json.dumps({"distributedInfo": {"rank": 99, "world_size": 100}, "traceEvents": []})
+
+
+def plant(cluster, index, path, content, days_old):
+    cluster.node_exec(index, "mkdir", "-p", path.rsplit("/", 1)[0])
+    cluster.node_exec(index, "sh", "-c", 'printf %s "$1" > "$2"', "plant", content, path)
+    if days_old:
+        cluster.node_exec(index, "touch", "-d", f"{days_old} days ago", path)
+
+
+class HealthyRun:
+    """One healthy run on every node of a worker's cluster, shared by the tests that assert on it."""
+
+    def __init__(self, proc, run, results, run_id, planted):
+        self.proc, self.run, self.results, self.run_id = proc, run, results, run_id
+        self.planted = planted  # node paths of the earlier runs' traces planted before it
+
+
+@pytest.fixture(scope="session")
+def healthy_run(standin_cluster, tmp_path_factory):
+    """A healthy run on every node, made once and asserted on by several tests, each its own test
+    (mark each ``@pytest.mark.xdist_group("healthy_run")``: one worker runs them all, so the run
+    is made once per session). What each test needs of it: the nasty override value and its echo
+    (test_multinode_launch: the happy path), an earlier run's trace in this run's own directory
+    and a fresh one of another run elsewhere under aorta_path (test_collect: neither is
+    collected)."""
+    run_id = f"healthy-{uuid.uuid4().hex[:6]}"
+    planted = [f"/root/aorta/aorta_runs/{run_id}/torch_profiler/rank99/old.json"]
+    with machine_share(whole=False):
+        for i in range(len(standin_cluster.nodes)):
+            plant(standin_cluster, i, planted[0], OLD_TRACE, 2)
+            plant(standin_cluster, i, "/root/aorta/artifacts/other/torch_profiler/rank98/trace.json", OLD_TRACE, 0)
+        proc, run, results, _elapsed = standin_cluster.run(
+            tmp_path_factory.mktemp("healthy-run"),
+            aorta_run_id=run_id,
+            aorta_training_overrides={"standin.echo_overrides": True, "standin.note": NASTY},
+        )
+    return HealthyRun(proc, run, results, run_id, planted)
+
+
 def read_junit(results: Path) -> dict[str, tuple[str, str]]:
     """``{"classname: name": (outcome, message)}`` of a run's junit.xml (outcome '', 'failure' or
     'skipped'), which must be valid against the published JUnit schema the tests vendor and be read

@@ -9,18 +9,10 @@ import uuid
 from pathlib import Path
 
 import pytest
+from conftest import OLD_TRACE, plant
 
 pytestmark = pytest.mark.standin
 REPO = Path(__file__).resolve().parents[2]
-
-OLD_TRACE = json.dumps({"distributedInfo": {"rank": 99, "world_size": 100}, "traceEvents": []})
-
-
-def plant(cluster, index, path, content, days_old):
-    cluster.node_exec(index, "mkdir", "-p", path.rsplit("/", 1)[0])
-    cluster.node_exec(index, "sh", "-c", 'printf %s "$1" > "$2"', "plant", content, path)
-    if days_old:
-        cluster.node_exec(index, "touch", "-d", f"{days_old} days ago", path)
 
 
 def trace_collect(cluster, **extra_vars):
@@ -38,17 +30,15 @@ def trace_collect(cluster, **extra_vars):
     )
 
 
+@pytest.mark.xdist_group("healthy_run")
 def test_completed_run_is_collected_once_verified_and_alone_then_survives_an_unreachable_node(
-    standin_cluster, tmp_path
+    standin_cluster, healthy_run, tmp_path
 ):
     nodes = standin_cluster.nodes
-    run_id = f"collect-{uuid.uuid4().hex[:6]}"
-    for i in range(len(nodes)):
-        # An earlier run's trace in this run's own directory (older than the start floor) and a
-        # fresh trace of another run elsewhere under aorta_path: neither may be collected.
-        plant(standin_cluster, i, f"/root/aorta/aorta_runs/{run_id}/torch_profiler/rank99/old.json", OLD_TRACE, 2)
-        plant(standin_cluster, i, "/root/aorta/artifacts/other/torch_profiler/rank98/trace.json", OLD_TRACE, 0)
-    proc, run, results, _elapsed = standin_cluster.run(tmp_path, aorta_run_id=run_id)
+    # The shared healthy run planted, before it ran, an earlier run's trace in this run's own
+    # directory (older than the start floor) and a fresh trace of another run elsewhere under
+    # aorta_path: neither may be collected.
+    run_id, proc, run, results = healthy_run.run_id, healthy_run.proc, healthy_run.run, healthy_run.results
     assert proc.returncode == 0, proc.stdout[-3000:]
     manifest = json.loads((results / "combined_traces" / "manifest.json").read_text())
     world = 2 * len(nodes)

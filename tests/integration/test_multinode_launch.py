@@ -13,16 +13,15 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from conftest import NASTY
 
 pytestmark = pytest.mark.standin
-
-NASTY = "$(touch pwned) `touch pwned2`; touch pwned3 'q' \"dq\""
-
 
 REPO = Path(__file__).resolve().parents[2]
 
 
-def node_traces(cluster, run_id):
+def node_traces(cluster, run_id, planted=()):
+    """Every trace of the run on the nodes, but for ``planted`` (an earlier run's, put there by the test)."""
     found = {}
     for i in range(len(cluster.nodes)):
         # Aorta's names: trace[_step<N>].json, or <host>_<pid>.<ns>.pt.trace.json with tensorboard on.
@@ -30,16 +29,15 @@ def node_traces(cluster, run_id):
             i, "find", f"/root/aorta/aorta_runs/{run_id}/torch_profiler", "-name", "*.json", check=False
         )
         for path in out.split():
-            found[path] = json.loads(cluster.node_exec(i, "cat", path))["distributedInfo"]
+            if path not in planted:
+                found[path] = json.loads(cluster.node_exec(i, "cat", path))["distributedInfo"]
     return found
 
 
-def test_happy_path_completes_on_the_fabric_and_leaves_nothing(standin_cluster, tmp_path):
+@pytest.mark.xdist_group("healthy_run")
+def test_happy_path_completes_on_the_fabric_and_leaves_nothing(standin_cluster, healthy_run):
     nodes = standin_cluster.nodes
-    proc, run, results, _elapsed = standin_cluster.run(
-        tmp_path,
-        aorta_training_overrides={"standin.echo_overrides": True, "standin.note": NASTY},
-    )
+    proc, run, results = healthy_run.proc, healthy_run.run, healthy_run.results
     assert proc.returncode == 0, proc.stdout[-3000:]
     assert run["status"] == "COMPLETED"
     assert [n["state"] for n in run["nodes"]] == ["ok"] * len(nodes)
@@ -62,7 +60,7 @@ def test_happy_path_completes_on_the_fabric_and_leaves_nothing(standin_cluster, 
         assert node["fabric_if"] == "eth1"
         assert node["vpc_ip"] != node["mgmt_ip"]
     # Every trace knows the whole world: one rendezvous across all nodes.
-    traces = node_traces(standin_cluster, run["run_id"])
+    traces = node_traces(standin_cluster, run["run_id"], healthy_run.planted)
     world = 2 * len(nodes)
     assert sorted(info["rank"] for info in traces.values()) == list(range(world))
     assert all(info["world_size"] == world for info in traces.values())
