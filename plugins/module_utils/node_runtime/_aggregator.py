@@ -160,7 +160,7 @@ class Aggregator:
         self.silent = {}  # node -> why it counts as gone (its reports stopped or never came)
         self.scanned = None  # when the silence scan last ran
         self.joined = 0  # how many nodes have reported at least once (go when all have)
-        self.pushed = False  # whether the join's end was sent to every worker unasked (pushes())
+        self.pushed = set()  # what was sent to every worker unasked (pushes()): "plan", "end"
         # The fabric sweep between the join and the go (_sweep_phase.Phase), None when it is off:
         # ``sweep`` holds its seconds, threshold and min_gbps.
         self.sweep = Phase(self.nodes, **sweep) if sweep else None
@@ -183,16 +183,20 @@ class Aggregator:
         return seal(self.secret, self.run_id, self.head, seq, reply)
 
     def pushes(self, now):
-        """Once, when the join ends (every node joined and swept, or a stop before the go): for
-        every worker heard from, ``(peer, datagram)``, the answer to its last report sealed with
-        that report's number, for the head to send unasked. A worker pausing between two join
+        """What the head sends every worker unasked, once each: when the last node joins and the
+        sweep's plan is set (``plan``: each node's part of it), and when the join ends (``end``:
+        the go, or a stop before it). ``(peer, datagram)`` for every worker heard from: the answer
+        to its last report, sealed with that report's number. A worker pausing between two join
         reports takes it at once rather than at its next report (up to JOIN_POLL_S later); a lost
         one costs that wait, nothing else: the next report gets the same answer."""
-        if self.pushed:
+        if "end" in self.pushed:
             return []
-        if self.stop is None and not (self.joined >= len(self.nodes) and self.swept(now)):
+        ended = self.stop is not None or (self.joined >= len(self.nodes) and self.swept(now))
+        planned = self.sweep is not None and self.sweep.start is not None
+        due = "end" if ended else ("plan" if planned and "plan" not in self.pushed else None)
+        if due is None:
             return []
-        self.pushed = True
+        self.pushed.add(due)
         return [
             (entry["peer"], seal(self.secret, self.run_id, self.head, entry["seq"], self.answer(node, now, True)))
             for node, entry in self.seen.items()

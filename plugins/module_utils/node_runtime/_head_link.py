@@ -109,13 +109,17 @@ class HeadLink:
         return answer
 
     def _push(self, pushes):
-        """Send the join's end to every worker unasked (from whichever thread decided it)."""
-        if not pushes and not self.aggregator.pushed:
-            return
+        """Send the sweep's plan or the join's end to every worker unasked (from whichever thread
+        decided it); the head's own join wakes on it too."""
         for peer, datagram in pushes:
             with contextlib.suppress(OSError):  # that worker learns it from its next report
                 self.sock.sendto(datagram, peer)
-        self.join_ended.set()
+        if "end" in self.aggregator.pushed:
+            self.join_ended.set()
+
+    def pushed(self):
+        """How many pushes were decided (the sweep's plan, the join's end): the head wakes on each."""
+        return len(self.aggregator.pushed)
 
     def settled(self):
         with self.lock:
@@ -275,10 +279,12 @@ class HeadWatch:
             self._pause()
 
     def _pause(self):
-        """Until the next join report: JOIN_POLL_S, or less once the join has ended (a worker's
-        report decided it) or this node's sweep figures are ready to report."""
+        """Until the next join report: JOIN_POLL_S, or less once a worker's report set the sweep's
+        plan or ended the join (the head pushed it to the workers: its own report takes it now),
+        or once this node's sweep figures are ready to report."""
         end = self.clock() + JOIN_POLL_S
-        while not _figures_due(self.sweep):
+        seen = self.link.pushed()
+        while not _figures_due(self.sweep) and self.link.pushed() == seen:
             left = end - self.clock()
             if left <= 0 or self.link.join_ended.wait(min(left, PAUSE_SLICE_S)):
                 return

@@ -13,9 +13,10 @@ reports the nodes send anyway, the figures in their next reports.
 
 ``Phase`` is the head's side (inside the aggregator): every node's join report brings its sweep
 endpoint (fabric address, a TCP port it reserved and does not listen on yet, the tool it can run);
-once every node has joined, the head sets the start ``LEAD_S`` ahead (every node asks at least
-every ``_head_link.JOIN_POLL_S``, so each one learns it in time) and answers each node with its part
-of ``_sweep.plan``, its partners' endpoints included; each node measures, and its next report
+once every node has joined, the head sets the start ``LEAD_S`` ahead and sends each node its part
+of ``_sweep.plan`` at once, its partners' endpoints included (``Aggregator.pushes``; a node whose
+datagram was lost learns it at its next report, up to ``_head_link.JOIN_POLL_S`` later, and
+measures what is left of round 0); each node measures, and its next report
 carries its figures; once every node has reported them, or the sweep's bound has passed, the head
 judges them (``_sweep.localise``) and says go. ``Participant`` is each node's side (the head's
 too).
@@ -27,7 +28,7 @@ import threading
 
 from ansible_collections.aorta.cluster.plugins.module_utils.node_runtime import _sweep
 
-LEAD_S = 1.0  # from every node joined to the sweep's first round: twice a node's join poll
+LEAD_S = 0.3  # from every node joined to the sweep's first round: the pushed plan's trip, a thread's start
 REPORT_S = 3.0  # after the last round, how long the head waits for the nodes' figures
 FINISH_WAIT_S = 2.0  # at the go, the longest a node waits for its own measurement's thread
 LISTED_SLOW = 50  # slow nodes listed by name in the cluster summary (more: a fabric-wide problem)

@@ -11,8 +11,11 @@ import socket
 import threading
 import time
 
+import pytest
+
 from ansible_collections.aorta.cluster.plugins.module_utils.node_runtime import _aggregator as ag
 from ansible_collections.aorta.cluster.plugins.module_utils.node_runtime import _head_link as hw
+from ansible_collections.aorta.cluster.plugins.module_utils.node_runtime import _sweep_phase
 
 SECRET = bytes.fromhex("33" * 32)
 NODES = ["head", "w1", "w2"]
@@ -116,3 +119,20 @@ def test_three_nodes_join_and_every_one_learns_the_go_the_moment_the_last_joins(
         link.close()
     assert answers == {0: {"stop": False, "go": True}, 1: {"stop": False, "go": True}}
     assert link.join_ended.is_set()
+
+
+def test_with_a_sweep_each_worker_is_sent_its_plan_the_moment_the_last_node_joins_then_the_end():
+    agg = ag.Aggregator("run1", SECRET, NODES, 30, 120, 0.0, sweep={"seconds": 1.0, "threshold": 0.5, "min_gbps": 0})
+    endpoint = {"state": "joining", "finished": False, "sweep_endpoint": {"address": "a", "port": 5000, "tool": "tcp"}}
+    agg.receive(ag.seal(SECRET, "run1", "w1", 1, endpoint), 1.0, ("10.0.0.2", 999))
+    agg.report("head", endpoint, 1.1)
+    assert agg.pushes(1.1) == []  # w2 has not joined
+    agg.receive(ag.seal(SECRET, "run1", "w2", 1, endpoint), 1.2, ("10.0.0.3", 999))
+    plans = dict(agg.pushes(1.2))
+    _head, seq, answer = ag.open_sealed(SECRET, "run1", plans[("10.0.0.2", 999)])
+    assert seq == 1 and answer["go"] is False and answer["sweep"]["rank"] == 1
+    assert answer["sweep"]["start_in"] == pytest.approx(_sweep_phase.LEAD_S)
+    assert agg.pushes(1.3) == []  # the plan once; the end is not decided yet
+    agg.request_stop("stopped from the controller", 1.4)
+    assert {ag.open_sealed(SECRET, "run1", d)[2]["stop"] for _peer, d in agg.pushes(1.4)} == {True}
+    assert agg.pushes(1.5) == []
