@@ -104,12 +104,13 @@ faults: venv
 molecule: venv
 	$(BIN)/molecule test -s standin
 
-# Two chains at once (tools/run_steps.py): the lint, sanity, unit and molecule steps one after
-# another, beside the integration tests, whose stand-in runs leave the cores idle for much of their
-# time. Each step's log is in build/test-logs/; at the end the integration tests' output, a table
-# of each step's seconds and one closing line of counts.
+# Two chains at once (tools/run_steps.py): the lint, sanity and molecule steps one after another
+# at the lowest CPU priority, beside the unit tests and then the integration tests, whose stand-in
+# runs leave the cores idle for much of their time (and must not be slowed where they measure).
+# Each step's log is in build/test-logs/; at the end the integration tests' output, a table of each
+# step's seconds and one closing line of counts.
 test: venv
-	$(BIN)/python tools/run_steps.py "ruff typecheck ansible-lint sanity unit molecule" "integration"
+	$(BIN)/python tools/run_steps.py "nice: ruff typecheck ansible-lint sanity molecule" "unit integration"
 
 N ?= 2
 demo: venv

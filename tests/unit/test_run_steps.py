@@ -43,6 +43,13 @@ def test_every_step_passing_exits_0_with_a_table_and_the_counts(tmp_path):
     assert (tmp_path / "logs" / "lint.log").read_text().strip() == "lint fine"
 
 
+def test_a_nice_chain_runs_at_the_lowest_priority(tmp_path):
+    (tmp_path / "Makefile").write_text("prio:\n\t@echo nice=$$(nice)\n")
+    argv = [sys.executable, str(REPO / "tools" / "run_steps.py"), "--makefile", str(tmp_path / "Makefile")]
+    proc = subprocess.run([*argv, "--logs", str(tmp_path), "nice: prio"], capture_output=True, text=True, check=False)
+    assert proc.returncode == 0 and (tmp_path / "prio.log").read_text().strip() == "nice=19", proc.stdout
+
+
 def test_a_failed_step_is_named_with_its_last_lines_and_the_steps_after_it_still_run(tmp_path):
     proc = run_steps(tmp_path, "lint broken after", "integration")
     assert proc.returncode == 1

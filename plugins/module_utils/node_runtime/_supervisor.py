@@ -186,7 +186,7 @@ class Supervisor:
     cleanup_argvs: run in order once the workload has ended, whatever the outcome.
     log_path: where the launch command's output goes; tail_path: the log whose tail is kept.
     progress: a callable returning ``{rank: steps}``, read every ``progress_every`` seconds.
-    watch: the node's side of the head's aggregator (``_aggregator.HeadWatch`` or ``WorkerWatch``):
+    watch: the node's side of the head's aggregator (``_head_link.HeadWatch`` or ``WorkerWatch``):
     ``join()`` before the launch ('' or why this node must not launch), ``beat(body)`` every
     ``heartbeat_every`` seconds (None, or the stop the head ordered or the node decided on its own),
     ``finish(body)`` at the end, then ``waiting()`` while the head serves the others (``silent()``:

@@ -25,7 +25,7 @@ class BoundError(ValueError):
     """A value a bound is derived from is not a usable number of seconds."""
 
 
-# --- The node's reports to the head (module_utils/node_runtime/_aggregator.py, _supervisor.py) ---
+# --- The node's reports to the head (module_utils/node_runtime/_head_link.py, _supervisor.py) ---
 HEARTBEAT_S = 3.0  # how often a node reports; a lost datagram is covered by the next
 REPLY_WAIT_S = 1.0  # how long a worker waits for the head's answer to one report
 FINAL_REPORT_TRIES = 3  # the node's last report: a lost datagram asked again, a gone head not waited for

@@ -10,7 +10,6 @@ import pytest
 import yaml
 
 from ansible_collections.aorta.cluster.plugins.module_utils.node_runtime import (
-    _aggregator,
     _kernel_log,
     _sweep_phase,
     _time_bounds,
@@ -65,7 +64,7 @@ def supervisor_worst_case(timeout, grace, diagnose_s=30, fabric_s=3, linger_s=0)
         + sv.KILL_GROUP_WAIT_S
         + 2 * (sv.CLEANUP_COMMAND_S + sv.REAP_AFTER_KILL_S)
         + _kernel_log.WORST_S
-        + 3 * _aggregator.REPLY_WAIT_S  # the final report's three tries
+        + 3 * _time_bounds.REPLY_WAIT_S  # the final report's three tries
         + linger_s
     )
 
