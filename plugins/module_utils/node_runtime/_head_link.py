@@ -150,34 +150,20 @@ class WorkerLink:
 
     def report(self, body, wait=REPLY_WAIT_S):
         self.seq += 1
-        seq = self.seq
         try:
-            self.sock.send(seal(self.secret, self.run_id, self.node, seq, body))
+            self.sock.send(seal(self.secret, self.run_id, self.node, self.seq, body))
         except OSError:
             return None  # no route, refused: the same as no answer
-        end = self.clock() + wait
-        while True:
-            left = end - self.clock()
-            if left <= 0:
-                return None
-            self.sock.settimeout(left)
-            try:
-                data = self.sock.recv(MAX_DATAGRAM + 1)
-            except (socket.timeout, OSError):
-                return None
-            try:
-                _head, got, answer = open_sealed(self.secret, self.run_id, data)
-            except Refused:
-                continue
-            if got != seq:
-                continue  # a late answer to an earlier report (or a replayed one)
-            self.last_answer = self.clock()
-            self.answered = True
-            return answer
+        return self._answer(wait)
 
     def wait_push(self, seconds):
-        """The head's answer to this node's last report sent unasked (the join's end, see
-        ``Aggregator.pushes``) if it comes within ``seconds``, else None."""
+        """The head's answer to this node's last report sent unasked (the sweep's plan or the
+        join's end, see ``Aggregator.pushes``) if it comes within ``seconds``, else None."""
+        return self._answer(seconds)
+
+    def _answer(self, seconds):
+        """The head's answer to this node's last report within ``seconds``, or None; anything else
+        that arrives (a late answer to an earlier report, a replay, a forgery) is passed over."""
         end = self.clock() + seconds
         while True:
             left = end - self.clock()
@@ -193,7 +179,7 @@ class WorkerLink:
             except Refused:
                 continue
             if got != self.seq:
-                continue  # an answer to an earlier report
+                continue  # a late answer to an earlier report (or a replayed one)
             self.last_answer = self.clock()
             self.answered = True
             return answer
