@@ -3,7 +3,7 @@
 chains at once (the integration tests' stand-in runs leave the two cores idle for much of their
 wall time, so the lint, sanity, unit and molecule steps fill it).
 
-    tools/run_steps.py "nice: ruff typecheck ansible-lint sanity molecule" "unit integration"
+    tools/run_steps.py "nice: ruff typecheck ansible-lint sanity" "unit molecule integration"
 
 A chain written "nice: ..." runs at the lowest CPU priority (nice 19): the integration tests'
 stand-in nodes measure the fabric and time the ranks' steps, and a lint step that takes a core from
@@ -34,7 +34,7 @@ LOGS = REPO / "build" / "test-logs"
 TAIL_LINES = 150
 # pytest's closing line, e.g. "=== 1323 passed, 2 skipped in 192.41s (0:03:12) ===".
 PYTEST_COUNT = re.compile(r"(\d+) (passed|failed|skipped|errors?|xfailed|xpassed)\b")
-PYTEST_SUMMARY = re.compile(r"^=+ .*\b(passed|failed|error|no tests ran)\b.* in [\d.]+s.*=+$")
+PYTEST_SUMMARY = re.compile(r"^=+ .*\b(passed|failed|errors?|skipped|no tests ran)\b.* in [\d.]+s.*=+$")
 
 
 class Step:
@@ -102,7 +102,11 @@ def main(argv: list[str]) -> int:
 
     def run_chain(steps: list[Step]) -> None:
         for step in steps:  # a failed step does not stop the next: one run shows every failure
-            step.run(say)
+            try:
+                step.run(say)
+            except OSError as exc:  # make, nice or the log could not be had
+                step.rc, step.seconds = 127, 0.0
+                say(f"{step.name}: FAILED: could not start: {exc}")
 
     threads = [threading.Thread(target=run_chain, args=(steps,)) for steps in plan]
     for thread in threads:

@@ -23,9 +23,10 @@ REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "tests" / "standin"))
 # Each pytest-xdist worker (gw0, gw1, ...) drives a stand-in cluster of its own: its containers,
 # networks, labels and build/standin-<worker>/ carry the worker's id (standin.py: instances).
-# xdist sets PYTEST_XDIST_WORKER before this file is imported.
+# xdist sets PYTEST_XDIST_WORKER before this file is imported. (Set, not defaulted: an instance
+# exported in the shell would put every worker on one cluster.)
 if os.environ.get("PYTEST_XDIST_WORKER"):
-    os.environ.setdefault("AORTA_STANDIN_INSTANCE", os.environ["PYTEST_XDIST_WORKER"])
+    os.environ["AORTA_STANDIN_INSTANCE"] = os.environ["PYTEST_XDIST_WORKER"]
 
 import standin  # noqa: E402  (lives beside the tests, not in a package)
 
@@ -217,6 +218,9 @@ MACHINE_LOCKS = REPO / "build" / "pytest-locks"
 
 @contextlib.contextmanager
 def machine_share(whole: bool):
+    """Never nested in one process: a shared hold inside a shared hold would wait behind a whole
+    one waiting at the turnstile, which waits for the outer hold (fixtures of wider scope take it
+    before a test's own, never inside it)."""
     MACHINE_LOCKS.mkdir(parents=True, exist_ok=True)
     with (
         open(MACHINE_LOCKS / "turnstile", "w", encoding="utf-8") as turnstile,
@@ -255,17 +259,22 @@ def leftovers() -> list[str]:
 @pytest.fixture(scope="session")
 def standin_cluster():
     # Three nodes: runs on 3 use them all, runs on 2 use a cluster file listing the first two.
-    state = standin.up(int(os.environ.get("AORTA_STANDIN_NODES", "3")))
+    # Starting and removing them shares the machine like a test (not beside a whole_machine one).
+    with machine_share(whole=False):
+        state = standin.up(int(os.environ.get("AORTA_STANDIN_NODES", "3")))
     yield Cluster(state)
-    standin.down()
+    with machine_share(whole=False):
+        standin.down()
     left = leftovers()
     assert not left, f"stand-in down left {left}"
     assert not standin.OUT.exists()
     images = subprocess.run(
         ["docker", "images", "--format", "{{.Repository}}"], capture_output=True, text=True, check=True
     ).stdout.split()
-    # Only the caches: the stand-in's images and `make ee`'s.
-    assert set(images) <= {"aorta-standin-node", "aorta-standin-workload", "aorta-ee-base", "aorta-cluster-ee"}, images
+    # Only the caches: the stand-in's images and `make ee`'s (whose build, on another worker, may
+    # still hold its untagged stages).
+    allowed = {"aorta-standin-node", "aorta-standin-workload", "aorta-ee-base", "aorta-cluster-ee", "<none>"}
+    assert set(images) <= allowed, images
 
 
 # What a workload must receive byte for byte, and no shell may run (test_multinode_launch.py).

@@ -37,8 +37,8 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
 INSTANCE = os.environ.get("AORTA_STANDIN_INSTANCE", "")
-if not re.fullmatch(r"[a-z0-9]{0,12}", INSTANCE):
-    raise SystemExit(f"AORTA_STANDIN_INSTANCE={INSTANCE!r}: at most 12 lowercase letters and digits")
+if not re.fullmatch(r"[a-z0-9]{0,12}", INSTANCE) or INSTANCE == "1":  # "1": the plain instance's label
+    raise SystemExit(f"AORTA_STANDIN_INSTANCE={INSTANCE!r}: at most 12 lowercase letters and digits, not 1")
 _SUFFIX = f"-{INSTANCE}" if INSTANCE else ""
 OUT = REPO / "build" / f"standin{_SUFFIX}"
 RESULTS = REPO / "build" / f"results{_SUFFIX}"  # the stand-in's aorta_results_root

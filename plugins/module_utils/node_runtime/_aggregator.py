@@ -198,10 +198,14 @@ class Aggregator:
             return []
         self.pushed.add(due)
         return [
-            (entry["peer"], seal(self.secret, self.run_id, self.head, entry["seq"], self.answer(node, now, True)))
+            (entry["peer"], seal(self.secret, self.run_id, self.head, entry["seq"], self._pushed(node, now, due)))
             for node, entry in self.seen.items()
             if node != self.head and entry.get("peer") is not None
         ]
+
+    def _pushed(self, node, now, kind):
+        """The answer pushed to ``node``, marked with its kind: a worker takes each kind once."""
+        return dict(self.answer(node, now, True), push=kind)
 
     def report(self, node, body, now, seq=None):
         """Record ``node``'s ``body`` (authenticated already); the answer: stop or carry on."""

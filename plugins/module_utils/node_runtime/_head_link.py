@@ -59,6 +59,7 @@ class HeadLink:
         self.sock.settimeout(0.5)
         self._closed = threading.Event()
         self.join_ended = threading.Event()  # the go or a stop before it: sent to every worker
+        self.reported_pushes = 0  # the pushes decided by the head's own last report
         self.thread = threading.Thread(target=self._serve, name="aorta-aggregator", daemon=True)
 
     def start(self):
@@ -105,6 +106,7 @@ class HeadLink:
         with self.lock:
             answer = self.aggregator.report(self.aggregator.head, body, now)
             pushes = self.aggregator.pushes(now)
+            self.reported_pushes = len(self.aggregator.pushed)  # what the head's answer already holds
         self._push(pushes)
         return answer
 
@@ -143,6 +145,7 @@ class WorkerLink:
         self.target = (head_address, int(port))
         self.clock = clock
         self.seq = 0
+        self._taken = set()
         self.sock = socket.socket(_family(head_address), socket.SOCK_DGRAM)
         self.sock.connect(self.target)  # replies from any other address never reach recv()
         self.last_answer = self.clock()
@@ -150,6 +153,7 @@ class WorkerLink:
 
     def report(self, body, wait=REPLY_WAIT_S):
         self.seq += 1
+        self._taken = set()  # the answers taken to this report: its reply, each push once
         try:
             self.sock.send(seal(self.secret, self.run_id, self.node, self.seq, body))
         except OSError:
@@ -180,6 +184,10 @@ class WorkerLink:
                 continue
             if got != self.seq:
                 continue  # a late answer to an earlier report (or a replayed one)
+            kind = answer.get("push") or "reply"
+            if kind in self._taken:
+                continue  # the same answer again (a duplicated or replayed datagram): taken once
+            self._taken.add(kind)
             self.last_answer = self.clock()
             self.answered = True
             return answer
@@ -269,7 +277,7 @@ class HeadWatch:
         plan or ended the join (the head pushed it to the workers: its own report takes it now),
         or once this node's sweep figures are ready to report."""
         end = self.clock() + JOIN_POLL_S
-        seen = self.link.pushed()
+        seen = self.link.reported_pushes
         while not _figures_due(self.sweep) and self.link.pushed() == seen:
             left = end - self.clock()
             if left <= 0 or self.link.join_ended.wait(min(left, PAUSE_SLICE_S)):

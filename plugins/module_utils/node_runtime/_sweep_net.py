@@ -194,12 +194,11 @@ class SweepEndpoint:
             seconds = (last - first) if first is not None else 0.0
             with self._lock:
                 self.received[round_index] = {"bytes": total, "seconds": seconds}
+                if self._expected <= set(self.received):
+                    self._served.set()
             # Answered at the window's end, not at the stream's: on a slow link what is still in the
             # sender's buffer would hold the answer past the round (the sender then drops it).
             conn.sendall(json.dumps({"bytes": total}).encode() + b"\n")
-            with self._lock:
-                if self._expected <= set(self.received):
-                    self._served.set()
             with contextlib.suppress(OSError):
                 conn.settimeout(max(0.01, until - self.clock()))
                 while conn.recv(CHUNK):
@@ -214,8 +213,8 @@ class SweepEndpoint:
         says nothing does not hold up the round's real stream."""
         serving = []
         while not self._closed.is_set() and self.clock() < until:
-            self.sock.settimeout(max(0.05, min(0.2, until - self.clock())))
-            try:
+            try:  # close() may come from run() at any moment: then the socket is gone
+                self.sock.settimeout(max(0.05, min(0.2, until - self.clock())))
                 conn, _peer = self.sock.accept()
             except (socket.timeout, OSError):
                 continue

@@ -40,7 +40,8 @@ def test_the_join_end_is_pushed_once_to_every_worker_with_its_last_report_number
     agg.report("head", joining(), 2.0)
     pushed = dict(agg.pushes(2.0))
     assert set(pushed) == {("10.0.0.2", 999), ("10.0.0.3", 999)}  # the head's own needs no datagram
-    assert ag.open_sealed(SECRET, "run1", pushed[("10.0.0.2", 999)]) == ("head", 4, {"stop": False, "go": True})
+    went = ag.open_sealed(SECRET, "run1", pushed[("10.0.0.2", 999)])
+    assert went == ("head", 4, {"stop": False, "go": True, "push": "end"})
     assert ag.open_sealed(SECRET, "run1", pushed[("10.0.0.3", 999)])[1] == 7
     assert agg.pushes(3.0) == []  # once
 
@@ -65,6 +66,13 @@ def test_a_worker_takes_the_pushed_answer_to_its_last_report_and_nothing_older()
         assert link.wait_push(0.2) is None
         head.sendto(ag.seal(SECRET, "run1", "head", 1, {"go": True, "stop": False}), peer)
         assert link.wait_push(1.0) == {"go": True, "stop": False} and link.answered
+        # The same datagram again (duplicated on the way, or replayed): taken once, not twice.
+        head.sendto(ag.seal(SECRET, "run1", "head", 1, {"go": True, "stop": False}), peer)
+        assert link.wait_push(0.2) is None
+        # A push of a kind not yet taken for this report is taken; the same push again is not.
+        head.sendto(ag.seal(SECRET, "run1", "head", 1, {"go": False, "push": "plan"}), peer)
+        head.sendto(ag.seal(SECRET, "run1", "head", 1, {"go": False, "push": "plan"}), peer)
+        assert link.wait_push(1.0) == {"go": False, "push": "plan"} and link.wait_push(0.2) is None
         link.close()
 
 
@@ -117,7 +125,7 @@ def test_three_nodes_join_and_every_one_learns_the_go_the_moment_the_last_joins(
             time.sleep(0.01)
     finally:
         link.close()
-    assert answers == {0: {"stop": False, "go": True}, 1: {"stop": False, "go": True}}
+    assert answers == {0: {"stop": False, "go": True, "push": "end"}, 1: {"stop": False, "go": True, "push": "end"}}
     assert link.join_ended.is_set()
 
 
