@@ -46,7 +46,7 @@ class Step:
         self.seconds: float | None = None
         self.rc: int | None = None
 
-    def run(self, say) -> bool:
+    def run(self, say) -> None:
         started = time.monotonic()
         say(f"{self.name}: started (log: {self.log})")
         with open(self.log, "w", encoding="utf-8") as out:
@@ -61,10 +61,9 @@ class Step:
         self.rc, self.seconds = proc.returncode, time.monotonic() - started
         if self.rc == 0:
             say(f"{self.name}: passed in {self.seconds:.0f} s")
-            return True
+            return
         tail = self.log.read_text(errors="replace").splitlines()[-TAIL_LINES:]
         say(f"{self.name}: FAILED (exit {self.rc}) in {self.seconds:.0f} s; its last lines:\n" + "\n".join(tail))
-        return False
 
     def counts(self) -> dict[str, int]:
         """pytest's closing counts in this step's log ({} for a step that is not pytest)."""

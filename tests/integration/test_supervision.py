@@ -176,17 +176,6 @@ def test_forks_below_the_node_count_complete_and_print_progress_not_retries(stan
     assert standin_cluster.containers_left() == []
 
 
-def restart_node(node):
-    """Start a killed stand-in node again and wait until its sshd and dockerd answer: the next test
-    on this worker's cluster, whichever it is, gets a node as it was."""
-    subprocess.run(["docker", "start", node["container"]], check=True, capture_output=True)
-    standin.wait_for(
-        f"dockerd on {node['container']}",
-        lambda: standin.succeeds("docker", "exec", node["container"], "docker", "info"),
-    )
-    standin.keyscan(node["mgmt_ip"])
-
-
 def kill_node_mid_run(standin_cluster, tmp_path, index, fault_table, label):
     """Kill stand-in node ``index`` (its container: sshd, dockerd, the supervisor, the ranks) once
     every rank trains, under a 900 s deadline that must not be what ends the run; restart it after."""
@@ -199,7 +188,9 @@ def kill_node_mid_run(standin_cluster, tmp_path, index, fault_table, label):
         deadline=900,
         grace=10,
         wait_for=[i for i in range(len(standin_cluster.nodes)) if i != index] + [index],
-        restore=lambda: restart_node(victim),
+        # Back (dockerd and sshd answer) before the test ends: the next test on this worker's
+        # cluster, whichever it is, gets the node as it was.
+        restore=lambda: standin.restart_node(victim["container"], victim["mgmt_ip"]),
     )
     run = json.loads((results / "run.json").read_text())
     survivors = [i for i in range(len(standin_cluster.nodes)) if i != index]

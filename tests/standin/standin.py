@@ -204,7 +204,7 @@ def start_node(index: int, node_image: str) -> str:
 def prepare_node(name: str, pubkey: bytes, archive: Path, workload_image: str) -> None:
     install_key = "cat > /root/.ssh/authorized_keys; chmod 600 /root/.ssh/authorized_keys"
     sh("docker", "exec", "-i", name, "sh", "-c", install_key, input=pubkey)
-    wait_for(f"dockerd on {name}", lambda: succeeds("docker", "exec", name, "docker", "info"))
+    wait_for_dockerd(name)
     have = succeeds("docker", "exec", name, "docker", "image", "inspect", workload_image)
     if not have:
         with open(archive, "rb") as handle:
@@ -222,6 +222,18 @@ def prepare_node(name: str, pubkey: bytes, archive: Path, workload_image: str) -
     for tool in ("amd-smi", "rocm-smi", "gpu_tool.py"):
         sh("docker", "cp", str(HERE / "gpu" / tool), f"{name}:/usr/local/bin/{tool}")
     gpu_knobs(name, {})
+
+
+def wait_for_dockerd(name: str) -> None:
+    wait_for(f"dockerd on {name}", lambda: succeeds("docker", "exec", name, "docker", "info"))
+
+
+def restart_node(name: str, mgmt_ip: str) -> None:
+    """Start a stopped or killed node again and wait until its dockerd and sshd answer (its host
+    key is the one known_hosts holds: it lives in the container's own filesystem)."""
+    sh("docker", "start", name)
+    wait_for_dockerd(name)
+    keyscan(mgmt_ip)
 
 
 def gpu_knobs(name: str, knobs: dict) -> None:

@@ -191,7 +191,7 @@ class Aggregator:
         one costs that wait, nothing else: the next report gets the same answer."""
         if "end" in self.pushed:
             return []
-        ended = self.stop is not None or (self.joined >= len(self.nodes) and self.swept(now))
+        ended = self.stop is not None or self._go(now)
         planned = self.sweep is not None and self.sweep.start is not None
         due = "end" if ended else ("plan" if planned and "plan" not in self.pushed else None)
         if due is None:
@@ -237,11 +237,15 @@ class Aggregator:
             self._decide(below[0], "fabric", below[1], now)
         return True
 
+    def _go(self, now):
+        """Every node has joined and the fabric sweep is over (or off; ``now`` None: not asked)."""
+        return self.joined >= len(self.nodes) and (now is None or self.swept(now))
+
     def answer(self, node=None, now=None, joining=False):
         """Stop (with the node and why) or carry on; ``go`` once every node has joined and the
         fabric sweep is over; to a node still joining, its part of the sweep, then its figures
         judged (not to the reports of the run after it: they stay a few hundred bytes)."""
-        go = self.joined >= len(self.nodes) and (now is None or self.swept(now))
+        go = self._go(now)
         answer = {"stop": self.stop is not None, "go": go, **(self.stop or {})}
         if self.sweep is not None and joining and node is not None and now is not None:
             plan = self.sweep.instructions(node, now)

@@ -236,8 +236,8 @@ class HeadWatch:
     role = "head"
     join_stop = None  # the head's stop that ended the join, if one did
 
-    def __init__(self, link, linger_s, clock=time.monotonic, sleep=time.sleep, stop_path=None, orphan=None, sweep=None):
-        self.link, self.linger_s, self.clock, self.sleep = link, float(linger_s), clock, sleep
+    def __init__(self, link, linger_s, clock=time.monotonic, stop_path=None, orphan=None, sweep=None):
+        self.link, self.linger_s, self.clock = link, float(linger_s), clock
         self.linger_end = None
         self.sweep = sweep  # this node's side of the fabric sweep (_sweep_phase.Participant), None: off
         self.stop_path = stop_path  # the controller's stop request (stop_request_path)
@@ -322,11 +322,11 @@ class WorkerWatch:
     role = "worker"
     join_stop = None  # the head's stop that ended the join, if one did
 
-    def __init__(self, link, head, heartbeat_timeout, join_timeout, clock=time.monotonic, sleep=time.sleep, sweep=None):
+    def __init__(self, link, head, heartbeat_timeout, join_timeout, clock=time.monotonic, sweep=None):
         self.link, self.head = link, head
         self.sweep = sweep  # this node's side of the fabric sweep (_sweep_phase.Participant), None: off
         self.heartbeat_timeout, self.join_timeout = float(heartbeat_timeout), float(join_timeout)
-        self.clock, self.sleep = clock, sleep
+        self.clock = clock
 
     def join(self):
         """'' once the head says every node has joined (go); else why this node must not launch:
