@@ -176,6 +176,18 @@ def test_forks_below_the_node_count_complete_and_print_progress_not_retries(stan
     assert standin_cluster.containers_left() == []
 
 
+def release_node(standin_cluster, node, run_id):
+    standin.restart_node(node["container"], node["mgmt_ip"])
+    released = standin_cluster.ansible(
+        node["mgmt_ip"], "-m", "aorta.cluster.node_lease", "-a", f"state=released run_id={run_id}"
+    )
+    assert released.returncode == 0, released.stdout + released.stderr
+    # The killed run's container, if the restarted node's dockerd kept it, goes too.
+    index = standin_cluster.nodes.index(node)
+    for container in standin_cluster.containers_of(run_id, [index]):
+        standin_cluster.node_exec(index, "docker", "rm", "-f", container)
+
+
 def kill_node_mid_run(standin_cluster, tmp_path, index, fault_table, label):
     """Kill stand-in node ``index`` (its container: sshd, dockerd, the supervisor, the ranks) once
     every rank trains, under a 900 s deadline that must not be what ends the run; restart it after."""
@@ -188,9 +200,10 @@ def kill_node_mid_run(standin_cluster, tmp_path, index, fault_table, label):
         deadline=900,
         grace=10,
         wait_for=[i for i in range(len(standin_cluster.nodes)) if i != index] + [index],
-        # Back (dockerd and sshd answer) before the test ends: the next test on this worker's
-        # cluster, whichever it is, gets the node as it was.
-        restore=lambda: standin.restart_node(victim["container"], victim["mgmt_ip"]),
+        # Back (dockerd and sshd answer) before the test ends, its lease and container of this run
+        # released: the next test on this worker's cluster, whichever it is, gets the node as it
+        # was (seen: a later run took the lease over and said so on a line naming the node).
+        restore=lambda: release_node(standin_cluster, victim, run_id),
     )
     run = json.loads((results / "run.json").read_text())
     survivors = [i for i in range(len(standin_cluster.nodes)) if i != index]
