@@ -155,6 +155,7 @@ class ActionModule(ProbeAction):
             result.update(failed=True, msg=str(exc), own=True, reached=False)
             return result
         shared = head_file(s["aorta_results_dir_resolved"])
+        _settings.bound_connection(self._connection, s["aorta_connect_timeout"], s["aorta_run_id_resolved"])
         if node == head:
             pyspy = pyspy_plan(s["aorta_pyspy"], f"{str(s['aorta_lease_dir']).rstrip('/')}/tools")
             run_id = s["aorta_run_id_resolved"]
@@ -163,28 +164,45 @@ class ActionModule(ProbeAction):
                 result.update(self._prepare(s, task_vars, mode, head, pyspy, None))
                 verdict = self._verdict(s, result, head, pyspy)
             finally:
-                # The workers wait for this: the head goes first, so that of two runs started together
-                # only the one that holds the head goes on to the workers (they cannot split the cluster).
+                # The workers' leases wait for this (their own checks do not): of two runs started
+                # together only the one that holds the head goes on to the workers (no split cluster).
                 _settings.write_json(shared, verdict)
             return exclude(result) if s["aorta_exclude_unhealthy"] else result
+        return self._worker(s, task_vars, mode, nodes, head, shared)
+
+    def _worker(
+        self, s: dict[str, Any], task_vars: dict[str, Any], mode: str, nodes: list[str], head: str, shared: str
+    ) -> dict[str, Any]:
+        """A worker's preflight: its own checks at once, beside the head's (a dead or unhealthy worker is
+        named in the same pass as the head); then, once the head passed, its lease and one TCP
+        connection to the head's address. The lease waits for the head: of two runs started together,
+        only the one that holds the head goes on to the workers (they cannot split the cluster)."""
+        node = str(task_vars.get("inventory_hostname"))
+        results_dir, run_id = s["aorta_results_dir_resolved"], s["aorta_run_id_resolved"]
+        checked, answer, own_expect = self._own_checks(s, task_vars, mode, read=False)
+        if answer is None or checked.get("failed"):
+            if s["aorta_exclude_unhealthy"]:
+                # A head that failed too elects the first worker that passed: this one did not.
+                _settings.write_json(candidate_file(results_dir, node), {"run_id": run_id, "ok": False})
+                return exclude(checked)
+            return checked
         # Bounded below the task's own timeout, so that a head that hangs is named, not this node.
         wait_s = _time_bounds.head_wait_s(
             self._task.timeout, s["aorta_connect_timeout"], s["aorta_fabric_check_timeout"], health_bound(s)
         )
-        seen = _settings.wait_json(shared, wait_s, run_id=s["aorta_run_id_resolved"])
+        seen = _settings.wait_json(shared, wait_s, run_id=run_id)
         if not seen or not seen.get("ok") or not seen.get("port"):
             if s["aorta_exclude_unhealthy"] and seen is not None:
-                result.update(self._elect(s, task_vars, mode, nodes, head, wait_s))
-                return result
-            result.update(
-                failed=True,
-                own=False,
-                reached=False,
-                msg=f"{node}: not probed: the head {head} did not pass preflight",
-            )
-            return result
-        result.update(self._prepare(s, task_vars, mode, head, seen["pyspy"], seen))
-        return exclude(result) if s["aorta_exclude_unhealthy"] else result
+                return self._elect(s, task_vars, mode, nodes, head, wait_s, (answer, own_expect))
+            return {
+                "failed": True,
+                "own": False,
+                "reached": True,
+                "passed_own_checks": True,
+                "msg": f"{node}: passed its own checks, not held: the head {head} did not pass preflight",
+            }
+        held = self._hold(s, task_vars, mode, (answer, own_expect), head, seen)
+        return exclude(held) if s["aorta_exclude_unhealthy"] else held
 
     @staticmethod
     def _verdict(s: dict[str, Any], result: dict[str, Any], head: str, pyspy: dict) -> dict[str, Any]:
@@ -199,18 +217,25 @@ class ActionModule(ProbeAction):
         }
 
     def _elect(
-        self, s: dict[str, Any], task_vars: dict[str, Any], mode: str, nodes: list[str], head: str, wait_s: float
+        self,
+        s: dict[str, Any],
+        task_vars: dict[str, Any],
+        mode: str,
+        nodes: list[str],
+        head: str,
+        wait_s: float,
+        own: tuple[dict[str, Any], dict[str, Any]],
     ) -> dict[str, Any]:
         """The head failed and unhealthy nodes are excluded: the first worker, in cluster-file order,
-        that passes its own preflight becomes the head. Each worker probes itself as the head would
-        (its lease, a port picked on it), says so in its candidate file, then waits for the workers
-        before it: the first of them that passed is the new head, and this worker proves one TCP
+        that passes its own preflight becomes the head. Each worker that passed its own checks holds
+        itself as the head would (its lease, a port picked on it), says so in its candidate file, then
+        waits for the workers before it: the first of them that passed is the new head, and this worker proves one TCP
         connection to it; when none passed, this worker is the head (head.json says so)."""
         node = str(task_vars.get("inventory_hostname"))
         results_dir = s["aorta_results_dir_resolved"]
         run_id = s["aorta_run_id_resolved"]
         pyspy = pyspy_plan(s["aorta_pyspy"], f"{str(s['aorta_lease_dir']).rstrip('/')}/tools")
-        mine = self._prepare(s, task_vars, mode, node, pyspy, None)
+        mine = self._hold(s, task_vars, mode, own, node, None, pyspy)
         verdict = self._verdict(s, mine, node, pyspy)
         _settings.write_json(candidate_file(results_dir, node), verdict)
         workers = [n for n in _settings.rank_order(self._templar.template, task_vars, nodes) if n != head]
@@ -239,7 +264,7 @@ class ActionModule(ProbeAction):
         try:
             proved = self.probe(args, task_vars)
         except AnsibleConnectionFailure as exc:
-            return {"failed": True, "own": True, "reached": False, "msg": f"preflight[ssh]: unreachable: {node}: {exc}"}
+            return unreachable(node, exc)
         mine.pop("port", None)  # the head's port is the run's, not this worker's candidate
         (mine.setdefault("facts", {}))["connect"] = (proved.get("facts") or {}).get("connect")
         if proved.get("failed"):
@@ -250,7 +275,74 @@ class ActionModule(ProbeAction):
     def _prepare(
         self, s: dict[str, Any], task_vars: dict[str, Any], mode: str, head: str, pyspy: dict, head_seen: dict | None
     ) -> dict[str, Any]:
+        """The whole preflight in one module run: the node's own checks and its hold (the head's, or a
+        worker's checked again once it had stopped another run's leftovers)."""
         node = str(task_vars.get("inventory_hostname"))
+        args = self._own_args(s, task_vars, mode, read=head_seen is None)
+        hold = self._hold_args(s, head, head_seen)
+        args.update(hold, expect={**args["expect"], **hold["expect"]})
+        try:
+            probed = self.probe(args, task_vars, pyspy=pyspy)
+        except AnsibleConnectionFailure as exc:
+            return unreachable(node, exc)
+        display.vvv(f"{node}: prepared ({'head' if head_seen is None else 'worker'})")
+        return named(node, probed)
+
+    def _own_checks(
+        self, s: dict[str, Any], task_vars: dict[str, Any], mode: str, read: bool
+    ) -> tuple[dict[str, Any], dict[str, Any] | None, dict[str, Any]]:
+        """A worker's own checks, before the head has passed: (judged, the node's answer or None when
+        unreachable, what it was judged against). Nothing is held yet."""
+        node = str(task_vars.get("inventory_hostname"))
+        args = self._own_args(s, task_vars, mode, read)
+        expect = args.pop("expect")
+        try:
+            answer, _none = self.execute(args, task_vars)
+        except AnsibleConnectionFailure as exc:
+            return unreachable(node, exc), None, expect
+        return named(node, self.judged(answer, expect, task_vars)), answer, expect
+
+    def _hold(
+        self,
+        s: dict[str, Any],
+        task_vars: dict[str, Any],
+        mode: str,
+        own: tuple[dict[str, Any], dict[str, Any]],
+        head: str,
+        head_seen: dict | None,
+        pyspy: dict | None = None,
+    ) -> dict[str, Any]:
+        """A worker that passed its own checks (``own``: its answer and what it was judged against),
+        held for the run: its lease and tools; with ``head_seen``, one TCP connection to that head;
+        without, a port picked on it as a head. Judged with the own checks' facts."""
+        node = str(task_vars.get("inventory_hostname"))
+        answer, own_expect = own
+        hold = self._hold_args(s, head, head_seen)
+        expect = {**own_expect, **hold.pop("expect")}
+        if head_seen is None:
+            hold.update(root=s["aorta_path"], read=s["aorta_base_config"])  # the report's copy of the config
+        try:
+            held, pyspy = self.execute(hold, task_vars, pyspy if pyspy is not None else (head_seen or {}).get("pyspy"))
+        except AnsibleConnectionFailure as exc:
+            return unreachable(node, exc)
+        if held.get("failed"):
+            return named(node, self.judged(held, expect, task_vars))
+        lease = held.get("lease") or {}
+        if lease.get("stopped") or lease.get("removed_containers"):
+            # It stopped another run's leftovers, which its own checks saw (their processes, their
+            # containers): checked again, whole, now that it is held.
+            return self._prepare(s, task_vars, mode, head, pyspy, head_seen)
+        merged = dict(answer, **{k: held[k] for k in ("lease", "port") if k in held})
+        merged["_answered"] = held["_answered"]  # the clock offset from the last answer
+        kept = {k: held["facts"][k] for k in ("tools", "connect", "read", "clock") if k in held["facts"]}
+        merged["facts"] = {**answer["facts"], **kept}
+        display.vvv(f"{node}: prepared ({'head' if head_seen is None else 'worker'})")
+        return named(node, self.judged(merged, expect, task_vars, pyspy))
+
+    def _own_args(self, s: dict[str, Any], task_vars: dict[str, Any], mode: str, read: bool) -> dict[str, Any]:
+        """The node's own checks: docker, the image (pulled where missing), the checkout, the disk, the
+        GPUs and their health, the fabric interface; ``read``: the run's config too (the head's, for
+        the report's run context)."""
         script = s["aorta_experiment_script"] if mode == "script" else s["aorta_train_script"]
         paths = [s["aorta_base_config"], script]
         archive = str(s["aorta_image_archive"] or "")
@@ -267,15 +359,7 @@ class ActionModule(ProbeAction):
             "paths": paths,
             # The health checks count the GPUs themselves (partition modes, the tool that counted).
             "count_gpus": bool(s["aorta_require_gpu"]) and not s["aorta_health_checks"],
-            # The head's copy of the run's config, for the report's run context (throughput).
-            "read": s["aorta_base_config"] if head_seen is None else "",
-            "pyspy": s["aorta_pyspy"],
-            "lease": {
-                "run_id": s["aorta_run_id_resolved"],
-                "directory": s["aorta_lease_dir"],
-                # Until the supervisor takes the lease over with its own process and the run's deadline.
-                "expires_in": _time_bounds.setup_lease_s(int(s["aorta_setup_timeout_seconds"])),
-            },
+            "read": s["aorta_base_config"] if read else "",
             "expect": {
                 "image": s["aorta_docker_image"],
                 "image_archive": archive,
@@ -302,6 +386,23 @@ class ActionModule(ProbeAction):
                 "window_s": float(s["aorta_health_kernel_window_hours"]) * 3600,
                 "fabric_ip": s["aorta_vpc_ip"],
             }
+        return args
+
+    def _hold_args(self, s: dict[str, Any], head: str, head_seen: dict | None) -> dict[str, Any]:
+        """What holds the node for the run: its lease and the run's tools; on the head (``head_seen``
+        None) a free port picked on it, on a worker one TCP connection to the head's address (not in
+        check mode). ``expect``: what the connection is judged against."""
+        args: dict[str, Any] = {
+            "docker": "docker",
+            "pyspy": s["aorta_pyspy"],
+            "lease": {
+                "run_id": s["aorta_run_id_resolved"],
+                "directory": s["aorta_lease_dir"],
+                # Until the supervisor takes the lease over with its own process and the run's deadline.
+                "expires_in": _time_bounds.setup_lease_s(int(s["aorta_setup_timeout_seconds"])),
+            },
+            "expect": {"vpc_ip": s["aorta_vpc_ip"], "extra_env": s["aorta_extra_env"] or {}},
+        }
         if head_seen is None and not s["aorta_master_port"]:
             args["port"] = {
                 "addresses": ["0.0.0.0", s["aorta_vpc_ip"]],
@@ -312,18 +413,21 @@ class ActionModule(ProbeAction):
             connect, expect_head = connect_args(s, head, head_seen)
             args["connect"] = connect
             args["expect"].update(expect_head)
-        _settings.bound_connection(self._connection, s["aorta_connect_timeout"], s["aorta_run_id_resolved"])
-        try:
-            probed = self.probe(args, task_vars, pyspy=pyspy)
-        except AnsibleConnectionFailure as exc:
-            # Data, not Ansible's "unreachable": the node stays in the play, so that every node
-            # unreachable is named at once and nothing waits on it again.
-            return {"failed": True, "own": True, "reached": False, "msg": f"preflight[ssh]: unreachable: {node}: {exc}"}
-        probed.update(own=True, reached=True)
-        if probed.get("failed") and probed.get("failures"):
-            # One failure whole and how many more: every one stays in ``failures`` (run.json, unhealthy.txt).
-            probed["msg"] = message(probed["failures"])
-        if probed.get("failed") and not str(probed.get("msg", "")).startswith("preflight"):
-            probed["msg"] = f"preflight: {node}: {probed.get('msg', 'failed')}"
-        display.vvv(f"{node}: prepared ({'head' if head_seen is None else 'worker'})")
-        return probed
+        return args
+
+
+def unreachable(node: str, exc: Exception) -> dict[str, Any]:
+    """Data, not Ansible's "unreachable": the node stays in the play, so that every node unreachable
+    is named at once and nothing waits on it again."""
+    return {"failed": True, "own": True, "reached": False, "msg": f"preflight[ssh]: unreachable: {node}: {exc}"}
+
+
+def named(node: str, probed: dict[str, Any]) -> dict[str, Any]:
+    """A probe's judged result as preflight gives it: its own, the node reached; a failure's message
+    one failure whole and how many more (every one stays in ``failures``: run.json, unhealthy.txt)."""
+    probed.update(own=True, reached=True)
+    if probed.get("failed") and probed.get("failures"):
+        probed["msg"] = message(probed["failures"])
+    if probed.get("failed") and not str(probed.get("msg", "")).startswith("preflight"):
+        probed["msg"] = f"preflight: {node}: {probed.get('msg', 'failed')}"
+    return probed

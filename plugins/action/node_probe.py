@@ -40,8 +40,15 @@ class ActionModule(ActionBase):
     def probe(self, args: dict[str, Any], task_vars: dict[str, Any] | None, pyspy: Any = None) -> dict[str, Any]:
         """The module's answer, judged: ``derived`` (fabric, record, py-spy), and failed with every
         failure named. ``pyspy``: a py-spy plan made once for the run, instead of O(pyspy)'s setting."""
-        result: dict[str, Any] = {}
         expect = args.pop("expect", None) or {}
+        answer, pyspy = self.execute(args, task_vars, pyspy)
+        return self.judged(answer, expect, task_vars, pyspy)
+
+    def execute(
+        self, args: dict[str, Any], task_vars: dict[str, Any] | None, pyspy: Any = None
+    ) -> tuple[dict[str, Any], Any]:
+        """The module's answer as the node gave it (``_answered``: the controller's clock when it
+        arrived), and the py-spy plan its tools were checked against (None without O(pyspy))."""
         if "pyspy" in args:  # the controller's py-spy: the node says whether it has this very binary
             lease_dir = (args.get("lease") or {}).get("directory") or "/var/tmp/aorta-cluster"
             setting = args.pop("pyspy")
@@ -57,25 +64,34 @@ class ActionModule(ActionBase):
             # will collect that run; the node stops it now instead of at its deadline.
             args["lease"] = dict(args["lease"], gone_owner=holder["owner"])
             probe = self._execute_module(module_name="aorta.cluster.node_probe", module_args=args, task_vars=task_vars)
-        after = time.time()
-        result.update(probe)
+        probe["_answered"] = time.time()
+        return probe, pyspy
+
+    @staticmethod
+    def judged(
+        probe: dict[str, Any], expect: dict[str, Any], task_vars: dict[str, Any] | None, pyspy: Any = None
+    ) -> dict[str, Any]:
+        """An answer of ``execute`` judged against ``expect`` (``_preflight.judge``, the health verdict)."""
+        result = dict(probe)
+        after = result.pop("_answered", time.time())
         if probe.get("failed") or "facts" not in probe:
             return result
+        result["facts"] = facts = dict(probe["facts"])
         node = str((task_vars or {}).get("inventory_hostname", "node"))
-        verdict = judge(node, probe["facts"], expect)
-        health = probe["facts"].get("health")
+        verdict = judge(node, facts, expect)
+        health = facts.get("health")
         verdict["failures"].extend(_health_verdict.judge(node, health, expect))
         derived = verdict["derived"]
         if health:
             derived["health"] = _health_verdict.summary(health)
             derived["fingerprint"] = health.get("fingerprint") or {}
         # Only the fabric interface's link is kept: every node's result is read at the record.
-        link_facts(derived, probe["facts"].pop("links", None) or {})
+        link_facts(derived, facts.pop("links", None) or {})
         if pyspy is not None:
-            derived["pyspy"] = dict(pyspy, present=bool(probe["facts"].get("tools", {}).get("py-spy")))
+            derived["pyspy"] = dict(pyspy, present=bool(facts.get("tools", {}).get("py-spy")))
         # The node reads its clock last, just before it answers: against the controller's clock when
         # the answer arrived, the error is the return trip (milliseconds), not the module's run time.
-        derived.setdefault("record", {})["clock_offset_s"] = round(probe["facts"]["clock"] - after, 3)
+        derived.setdefault("record", {})["clock_offset_s"] = round(facts["clock"] - after, 3)
         result["derived"] = derived
         if verdict["failures"]:
             result.update(failed=True, msg="; ".join(verdict["failures"]), failures=verdict["failures"])

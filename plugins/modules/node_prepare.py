@@ -10,7 +10,7 @@ from __future__ import annotations
 
 DOCUMENTATION = r"""
 module: node_prepare
-short_description: One node's whole preflight in one task, the head first
+short_description: One node's whole preflight in one task, every node checked at once
 version_added: 0.1.0
 description:
   - "Refuses a job that sees part of the cluster (a --limit or an AWX slice) before touching any node."
@@ -24,10 +24,13 @@ description:
     goes on on the node and the launch's own pull joins it. With C(aorta_image_pull=never) the node fails
     instead. Not pulled in check mode."
   - "A failed node's C(msg) is its first failure and how many more there are; C(failures) holds every one."
-  - "The head goes first: it takes its lease and picks the rendezvous port on itself. Every worker waits
-    for the head's verdict (a file in the results directory's C(.plan)), then proves one TCP connection
-    from its own address on the interface gloo will use to the head's address and port. Of two runs
-    started together, only the one that holds the head goes on to the workers."
+  - "Every node runs its own checks at once, the head's failure included: a dead or unhealthy node is
+    named in the same pass as any other. The head also takes its lease and picks the rendezvous port on
+    itself. A worker that passed its own checks waits for the head's verdict (a file in the results
+    directory's C(.plan)), then takes its lease and proves one TCP connection from its own address on the
+    interface gloo will use to the head's address and port (a second, short module run). The leases wait
+    for the head: of two runs started together, only the one that holds the head goes on to the workers.
+    A worker that stopped another run's leftovers when it took its lease is checked again, whole."
   - "Reads the C(aorta_*) variables itself (see C(docs/variables.md)); the play lists the role
     C(aorta.cluster.defaults) for their defaults. A node that does not answer within
     C(aorta_connect_timeout) (ssh's ConnectTimeout) or refuses SSH fails with C(preflight[ssh]: unreachable)
@@ -76,7 +79,12 @@ reached:
   returned: always, but see above
   type: bool
 own:
-  description: False on a worker not probed because the head failed (it is not named for it).
+  description: False on a worker that passed its own checks but was not held because the head failed (it
+    is not named for it).
+  returned: on failure
+  type: bool
+passed_own_checks:
+  description: True on such a worker (its own checks ran beside the head's and passed).
   returned: on failure
   type: bool
 details:

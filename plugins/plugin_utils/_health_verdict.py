@@ -173,8 +173,8 @@ def unhealthy(
     names: Sequence[str], prepared: Sequence[Mapping[str, Any] | None], messages: Sequence[Any], own: Sequence[Any]
 ) -> list[dict[str, Any]]:
     """The nodes whose own preflight failed (unreachable ones included), each with its reasons:
-    ``[{name, reasons}]`` in rank order. A node not probed because the head failed is not one of
-    them: nothing is known of it. ``messages``/``own``: each node's rescue (empty when none ran)."""
+    ``[{name, reasons}]`` in rank order. A worker that passed its own checks but was not held because
+    the head failed is not one of them. ``messages``/``own``: each node's rescue (empty when none ran)."""
     found = []
     for name, answer, message, mine in zip(names, prepared, messages, own):
         result = answer or {}

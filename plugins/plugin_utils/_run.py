@@ -97,7 +97,7 @@ def node_setup_failure(node: str, task: Any, result: Any) -> tuple[str, bool]:
     """(what stopped ``node``'s setup, whether it was its own task) from its rescue's failed task name
     and result: '' when the node only stopped because another failed (any_errors_fatal); the result's
     first failure whole where it lists them (``failures``: preflight's checks), else its msg; the tail
-    of a failed command's stderr (3 lines) after its exit code. A worker not probed because the head
+    of a failed command's stderr (3 lines) after its exit code. A worker not held because the head
     failed says so (its result's ``own`` is false)."""
     result = result if isinstance(result, Mapping) else {}
     if not task:

@@ -53,7 +53,8 @@ NEVER_STARTED_S = 120  # a supervisor's status not there this long after the wai
 # --- Preflight (node_prepare) ---
 HEALTH_STEPS = 6  # the health checks' steps each bounded by aorta_health_step_timeout
 HEALTH_MARGIN_S = 30  # the rest of the health checks (the NIC's, the kernel log's reads)
-PROBES = 2  # the health checks count twice in the prepare task: the head's probe, then each worker's
+PROBES = 2  # the health checks count twice in the prepare task: every node's own (the head's beside the
+# workers'), then a worker's again where its lease stopped another run's leftovers
 PREPARE_MARGIN_S = 300  # the rest of a prepare task: ssh, docker, the image, the checkout, the lease
 PROBE_MARGIN_S = 60  # a worker's own probe past its connection, fabric check and health checks
 HEAD_WAIT_MIN_S = 10.0  # a worker always waits this long at least for the head's verdict
@@ -185,7 +186,8 @@ def health_bound_s(step_timeout, checks):
 
 def prepare_timeout_s(connect_timeout, fabric_check_timeout, health_bound):
     """The prepare task's bound: ssh's connection, the fabric check, the rest of a probe, and the
-    health checks twice (the head's probe, then each worker's after it)."""
+    health checks twice (every node's own at once, then a worker's again after its lease stopped
+    another run's leftovers)."""
     total = float(connect_timeout) + float(fabric_check_timeout) + PREPARE_MARGIN_S + PROBES * health_bound
     return math.ceil(total)
 

@@ -99,10 +99,12 @@ def test_the_head_picks_the_port_and_the_worker_reaches_it(cluster_play, tmp_pat
     _proc, out = cluster_play([PREPARE], host_vars=leases(tmp_path), extra_vars=settings)
     head, worker = out["aorta_prepare"]["localhost"], out["aorta_prepare"]["127.0.0.1"]
     assert not head.get("failed") and not worker.get("failed"), (head.get("msg"), worker.get("msg"))
-    # The head lacked the image and pulled it in its probe; the worker found it there (one docker here).
-    assert head["facts"]["pull"]["state"] == "pulled" and head["facts"]["image_id"] == "sha256:abc"
-    assert "pull" not in worker["facts"] and worker["derived"]["record"]["image_present"]
-    assert (docker_stand_in / "calls").read_text().count("pull ") == 1
+    # Both probe themselves at once, and a node that lacks the image pulls it in its own probe (one
+    # docker here: the later one may find it pulled already); every pull is one node's.
+    pulled = [r for r in (head, worker) if (r["facts"].get("pull") or {}).get("state") == "pulled"]
+    assert pulled and all(r["facts"]["image_id"] == "sha256:abc" for r in (head, worker))
+    assert head["derived"]["record"]["image_present"] and worker["derived"]["record"]["image_present"]
+    assert (docker_stand_in / "calls").read_text().count("pull ") == len(pulled)
     assert 30300 <= head["port"] <= 30400 and "port" not in worker
     assert head["facts"]["read"]["text"].startswith("training")  # the head's config, for the report
     assert "connect" not in head["facts"]
@@ -143,7 +145,9 @@ def test_a_worker_is_not_named_for_the_heads_failure(cluster_play, tmp_path):
     assert head["msg"].startswith("preflight[aorta_path]: localhost: config/distributed.yaml not found")
     assert head["own"] is True
     assert worker["failed"] and worker["own"] is False and "the head localhost did not pass preflight" in worker["msg"]
-    assert not (tmp_path / "lease-1").exists()  # the worker was never touched
+    # Its own checks ran beside the head's (their kernel-log mark is all they leave), but the head
+    # failed: the worker was never held for the run.
+    assert [p.name for p in (tmp_path / "lease-1").iterdir()] == ["health-since"]
 
 
 def test_with_aorta_exclude_unhealthy_a_failing_head_hands_over_to_the_first_worker_that_passes(cluster_play, tmp_path):
@@ -170,7 +174,8 @@ def test_an_image_the_registry_does_not_have_is_named_by_the_heads_preflight(clu
     said = f"preflight[image]: localhost: rocm/pytorch:nope is not on the node and cannot be pulled: {MANIFEST_UNKNOWN}"
     assert head["failed"] and head["failures"] == [said] and head["msg"] == said
     assert head["facts"]["pull"]["state"] == "failed"
-    assert worker["failed"] and worker["own"] is False  # not probed: the head failed first
+    # Checked at once beside the head, and named for its own failure in the same pass.
+    assert worker["failed"] and worker["own"] is True and worker["failures"] == [said.replace("localhost", "127.0.0.1")]
 
 
 def test_with_aorta_exclude_unhealthy_every_node_names_the_same_missing_image(cluster_play, tmp_path):
@@ -221,7 +226,7 @@ def test_a_failed_preflight_prints_one_short_line_and_keeps_the_rest_in_the_logs
     # adds its exception marker (not printed).
     assert set(head) - {"changed", "failed", "msg", "details"} <= {"_ansible_no_log", "exception"}
     # The worker's result is short already: whole, no file.
-    assert worker["msg"] == "127.0.0.1: not probed: the head localhost did not pass preflight"
+    assert worker["msg"] == "127.0.0.1: passed its own checks, not held: the head localhost did not pass preflight"
     assert worker["own"] is False and "details" not in worker and len(fatal_lines(proc.stdout, "127.0.0.1")[0]) < 300
     whole = json.loads((logs / "localhost.preflight.json").read_text())
     assert whole["failed"] and "preflight[aorta_path]: localhost: train.py not found" in whole["failures"][1]
