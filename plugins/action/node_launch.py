@@ -48,7 +48,10 @@ class ActionModule(ActionBase):
         return _record.shorten_failure(result, results_dir, str(task_vars.get("inventory_hostname")), "launch")
 
     def _run(self, tmp: Any = None, task_vars: dict[str, Any] | None = None) -> dict[str, Any]:
-        result = super().run(tmp, task_vars)
+        # Nothing here connects to the node before it is known to run: ActionBase.run() opens the
+        # connection (a transfer's temporary directory), and a node preflight excluded may be one that
+        # does not answer at all.
+        result: dict[str, Any] = {}
         task_vars = task_vars or {}
         self._vars = task_vars  # every module run below needs them (interpreter, connection)
         # The user interrupted the run on the controller before its ranks started: launch nothing
@@ -78,6 +81,7 @@ class ActionModule(ActionBase):
                 # Kept out of the run: its lease stays until node_end's teardown lets it go.
                 result.update(changed=False, excluded=True, rank=None, **shared)
                 return result
+            result.update(super().run(tmp, task_vars))
             s["aorta_node_rank"] = nodes.index(node)
             plan, collect_dir = self._node_plan(s, node, nodes, head, cluster, hostvars, prepared)
         except (_settings.SettingsError, _launch.LaunchError, KeyError) as exc:

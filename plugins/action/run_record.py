@@ -85,7 +85,9 @@ class ActionModule(ActionBase):
             result.update(failed=True, msg=f"run_record: {exc}")
             return result
         verbose = int(task_vars.get("ansible_verbosity") or 0) > 0
-        found = _record.record(settings, values, groups, int(time.time()), every_node=verbose)
+        found = _record.record(
+            settings, values, groups, int(time.time()), every_node=verbose, dry_run=bool(self._task.check_mode)
+        )
         results_dir = str(settings["aorta_results_dir_resolved"])
         run_json = os.path.join(results_dir, "run.json")
         # Nothing the health files hold is returned: healthy.cluster.json may hold the SSH password.

@@ -17,7 +17,8 @@ description:
     there moves the task timeouts with it, and no copy of it in a playbook can disagree."
   - "V(prepare): the preflight task's C(timeout), C(aorta_connect_timeout) + C(aorta_fabric_check_timeout)
     + 300, plus twice the health checks' bound (6 x C(aorta_health_step_timeout) + 30: every node's own
-    checks at once, then a worker's again where its lease stopped another run's leftovers) when C(aorta_health_checks) is on. The probe bounds its own wait for the head below it."
+    checks at once, then a worker's again where its lease stopped another run's leftovers) when
+    C(aorta_health_checks) is on. The probe bounds its own wait for the head below it."
   - "V(launch): the launch task's C(timeout), C(aorta_setup_timeout_seconds) + 120 (a pull or load may take
     the whole setup timeout). The nodes' supervisors wait for every node to join as long, at most the run's
     deadline."

@@ -178,7 +178,8 @@ def unhealthy(
     found = []
     for name, answer, message, mine in zip(names, prepared, messages, own):
         result = answer or {}
-        if not (mine and message) and not result.get("failed"):
+        # Excluded (aorta_exclude_unhealthy) is a failed preflight the run went on without.
+        if not (mine and message) and not result.get("failed") and not result.get("excluded"):
             continue
         if result.get("own") is False:
             continue

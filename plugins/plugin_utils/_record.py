@@ -607,12 +607,15 @@ def console_lines(
     rows: Sequence[Mapping[str, Any]],
     health_found: Mapping[str, Any],
     every_node: bool = False,
+    dry_run: bool = False,
 ) -> list[str]:
     """What the run prints at its end: its status, why it stopped (unless it completed with no node
     error), a line per node that was not ok (every node with ``every_node``: -v) and one of counts,
     the drift, where the unhealthy nodes are listed, and where the results are. The status and why
     lines are cut at _run.MESSAGE_MAX characters (run.json holds the whole text); with every node
-    unhealthy no healthy.cluster.json is written, and none is suggested."""
+    unhealthy no healthy.cluster.json is written, and none is suggested. The advice is a command that
+    works wherever the collection is installed (``-i`` of a raw .json needs the inventory plugin
+    enabled, as only the checkout's ansible.cfg does); ``dry_run`` (--check): what a run would write."""
     lines = [clip(f"run {run_id}: {run['status']} - {run['message']}")]
     if run["status"] != "COMPLETED" or why.get("node_errors"):
         lines.append(clip(f"why: {why.get('summary')}"))
@@ -621,16 +624,34 @@ def console_lines(
     lines += link_errors_line(link_errors(rows))
     lines += fabric_sweep_line(health_found["fabric_sweep"])
     unhealthy = {str(node.get("name")) for node in health_found["unhealthy"]}
+    listed = "a run lists them in" if dry_run else "listed in"
     if unhealthy and rows and all(str(row.get("name")) in unhealthy for row in rows):
         lines.append(
-            f"unhealthy: all {len(rows)} nodes, listed in {results_dir}/unhealthy.txt (none left to re-run on)"
+            f"unhealthy: all {len(rows)} nodes, {listed} {results_dir}/unhealthy.txt (none left to re-run on)"
+            + (" (--check: nothing written)" if dry_run else "")
+        )
+    elif unhealthy and dry_run:
+        lines.append(
+            f"unhealthy: {len(unhealthy)} nodes: {named_nodes(health_found['unhealthy'])} (--check: nothing written; "
+            f"a run lists them in {results_dir}/unhealthy.txt and writes healthy.cluster.json without them)"
         )
     elif unhealthy:
         lines.append(
-            f"unhealthy: {len(health_found['unhealthy'])} nodes, listed in {results_dir}/unhealthy.txt; "
-            f"re-run with -i {results_dir}/healthy.cluster.json"
+            f"unhealthy: {len(unhealthy)} nodes: {named_nodes(health_found['unhealthy'])}, listed in "
+            f"{results_dir}/unhealthy.txt; without them: ansible-playbook aorta.cluster.aorta_multinode "
+            f"-e aorta_cluster_file={results_dir}/healthy.cluster.json (and the run's other options)"
         )
     return [*lines, f"results: {results_dir}"]
+
+
+NAMED_NODES = 5  # the console's line names this many unhealthy nodes; unhealthy.txt has every one
+
+
+def named_nodes(found: Sequence[Mapping[str, Any]]) -> str:
+    """The first unhealthy nodes by name and how many more: one bounded line at any node count."""
+    names = [str(node.get("name")) for node in found]
+    more = f" and {len(names) - NAMED_NODES} more" if len(names) > NAMED_NODES else ""
+    return ", ".join(names[:NAMED_NODES]) + more
 
 
 def awx_stats(
@@ -686,6 +707,7 @@ def record(
     finished_epoch: int,
     every_node: bool = False,
     diagnose: Callable[[str, str, list, int | None], dict] = diagnosis,
+    dry_run: bool = False,
 ) -> dict[str, Any]:
     """Everything run_record writes and returns, each figure computed once: ``rows``, ``health``,
     ``status``, ``diagnosis``, ``run_json``, ``lines`` and ``stats``. ``settings``: the aorta_*
@@ -725,6 +747,6 @@ def record(
         "status": run,
         "diagnosis": why,
         "run_json": document,
-        "lines": console_lines(run_id, results_dir, run, why, rows, health_found, every_node),
+        "lines": console_lines(run_id, results_dir, run, why, rows, health_found, every_node, dry_run),
         "stats": awx_stats(run_id, results_dir, run, why, launch, collected),
     }

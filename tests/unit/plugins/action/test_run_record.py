@@ -98,7 +98,9 @@ def test_the_record_and_its_health_files_are_written_and_nothing_secret_returned
     assert out["diagnosis"] == run["diagnosis"] and out["run_json"] == str(results / "run.json")
     assert out["lines"][0] == out["msg"] == "run r1: COMPLETED - all 2 nodes completed; 1 excluded by preflight: n0"
     assert out["lines"][-2:] == [
-        f"unhealthy: 1 nodes, listed in {results}/unhealthy.txt; re-run with -i {results}/healthy.cluster.json",
+        f"unhealthy: 1 nodes: n0, listed in {results}/unhealthy.txt; without them: ansible-playbook "
+        f"aorta.cluster.aorta_multinode -e aorta_cluster_file={results}/healthy.cluster.json "
+        "(and the run's other options)",
         f"results: {results}",
     ]
     assert out["ansible_stats"]["data"]["aorta_excluded_nodes"] == ["n0"]

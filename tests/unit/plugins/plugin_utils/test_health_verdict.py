@@ -167,7 +167,7 @@ def test_health_record_names_the_nodes_whose_own_preflight_failed():
     ]
 
 
-def test_a_worker_not_probed_because_the_head_failed_is_not_unhealthy():
+def test_a_worker_not_held_because_the_head_failed_is_not_unhealthy():
     rows = [{"name": "n0"}, {"name": "n1"}]
     prepared = [
         {"failed": True, "own": True, "failures": ["preflight[health]: n0: ecc"]},
@@ -175,6 +175,22 @@ def test_a_worker_not_probed_because_the_head_failed_is_not_unhealthy():
     ]
     record = _health_verdict.health_record(rows, prepared, ["n0: x", ""], [True, False])
     assert [u["name"] for u in record["unhealthy"]] == ["n0"] and record["drift"] == []
+
+
+def test_a_node_excluded_by_preflight_is_unhealthy_unreachable_or_not():
+    """aorta_exclude_unhealthy turns a failed preflight into ``excluded`` (not failed): the run went on
+    without it, and unhealthy.txt, run.json and healthy.cluster.json must still name it."""
+    rows = [{"name": "n0"}, {"name": "n1"}, {"name": "n2"}]
+    prepared = [
+        {"changed": False},
+        {"failed": False, "excluded": True, "own": True, "reached": False, "msg": "preflight[ssh]: unreachable: n1"},
+        {"failed": False, "excluded": True, "own": True, "failures": ["preflight[disk]: n2: full"]},
+    ]
+    record = _health_verdict.health_record(rows, prepared, ["", "", ""], [False, False, False])
+    assert record["unhealthy"] == [
+        {"name": "n1", "reasons": ["preflight[ssh]: unreachable: n1"]},
+        {"name": "n2", "reasons": ["preflight[disk]: n2: full"]},
+    ]
 
 
 def test_a_tie_has_no_majority_and_names_every_node():

@@ -378,8 +378,24 @@ def test_the_console_lines_say_why_only_when_it_matters():
     assert lines[1] == "why: rank 2 died" and lines[2].startswith("rank    1  b ") and len(lines) == 7
     assert lines[4:6] == [
         "preflight[drift]: WARNING kernel",
-        "unhealthy: 1 nodes, listed in /res/unhealthy.txt; re-run with -i /res/healthy.cluster.json",
+        "unhealthy: 1 nodes: b, listed in /res/unhealthy.txt; without them: ansible-playbook "
+        "aorta.cluster.aorta_multinode -e aorta_cluster_file=/res/healthy.cluster.json (and the run's other options)",
     ]
+    # -i of a raw .json works only where an ansible.cfg enables the inventory plugin: never advised.
+    assert not [line for line in lines if "-i " in line]
+    # --check writes nothing, and says so instead of pointing at files that are not there.
+    dry = rr.console_lines("r1", "/res", failed, {"summary": "x", "node_errors": []}, rows, sick, dry_run=True)
+    assert dry[5] == (
+        "unhealthy: 1 nodes: b (--check: nothing written; a run lists them in /res/unhealthy.txt and writes "
+        "healthy.cluster.json without them)"
+    )
+    # At 1000 nodes the line stays one line: the first names and a count, every one in unhealthy.txt.
+    many = dict(sick, unhealthy=[{"name": f"n{i}"} for i in range(1, 1000)])
+    big = [{"name": f"n{i}", "rank": i, "state": "not_started"} for i in range(1000)]
+    (line,) = [
+        x for x in rr.console_lines("r1", "/res", failed, {"summary": "x"}, big, many) if x.startswith("unhealthy")
+    ]
+    assert line.startswith("unhealthy: 999 nodes: n1, n2, n3, n4, n5 and 994 more, listed in /res/unhealthy.txt")
     every = rr.console_lines("r1", "/res", failed, {"summary": "x"}, rows, healthy, every_node=True)
     assert [line.split()[2] for line in every[2:4]] == ["a", "b"]
 
