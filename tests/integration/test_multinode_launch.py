@@ -114,9 +114,10 @@ def test_unreachable_node_stops_the_run_before_anything_is_launched(standin_clus
 
 
 def test_every_unreachable_node_is_named_in_failed_nodes_and_no_reachable_one(standin_cluster, tmp_path):
-    """A node whose SSH hangs (paused) and a name that does not resolve: run.json's failed_nodes
-    names both, in rank order, and never the healthy head that reported them."""
-    victim = standin_cluster.nodes[1]
+    """The head's SSH hangs (paused) and a worker's name does not resolve: run.json's failed_nodes
+    names both, in rank order, in one pass (a dead head does not hide a dead worker), and never the
+    healthy worker, whose own checks passed."""
+    victim = standin_cluster.nodes[0]
     data = json.loads(standin_cluster.cluster_file(tmp_path, 2).read_text())
     data["node_dict"]["unresolvable.invalid"] = {"vpc_ip": "192.0.2.201", "bmc_ip": "NA"}
     cluster = tmp_path / "three-cluster.json"
@@ -132,6 +133,32 @@ def test_every_unreachable_node_is_named_in_failed_nodes_and_no_reachable_one(st
     assert run["first_failure"] == victim["mgmt_ip"]
     assert "setup failed on 2 nodes" in run["message"]
     assert "Launch on every node at once" not in proc.stdout
+    assert [u["name"] for u in run["unhealthy"]] == [victim["mgmt_ip"], "unresolvable.invalid"]
+    assert f"unhealthy: 2 nodes: {victim['mgmt_ip']}, unresolvable.invalid, listed in " in proc.stdout
+    assert standin_cluster.containers_left() == []
+
+
+def test_with_aorta_exclude_unhealthy_a_dead_worker_is_left_out_without_a_connection(standin_cluster, tmp_path):
+    """A worker whose SSH hangs (paused) under aorta_exclude_unhealthy: excluded by preflight like any
+    unhealthy node, the launch never connects to it (no UNREACHABLE), the run completes on the rest,
+    and run.json, unhealthy.txt and healthy.cluster.json agree on it."""
+    victim = standin_cluster.nodes[-1]
+    subprocess.run(["docker", "pause", victim["container"]], check=True)
+    try:
+        proc, run, results, _elapsed = standin_cluster.run(
+            tmp_path, aorta_connect_timeout=5, aorta_exclude_unhealthy=True, aorta_collect_traces=False
+        )
+    finally:
+        subprocess.run(["docker", "unpause", victim["container"]], check=True)
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    assert "UNREACHABLE!" not in proc.stdout
+    assert run["status"] == "COMPLETED" and [e["name"] for e in run["excluded"]] == [victim["mgmt_ip"]]
+    assert "preflight[ssh]: unreachable" in run["excluded"][0]["reasons"][0]
+    assert [u["name"] for u in run["unhealthy"]] == [victim["mgmt_ip"]]
+    assert (results / "unhealthy.txt").read_text().split("\t")[0] == victim["mgmt_ip"]
+    healthy = json.loads((results / "healthy.cluster.json").read_text())["node_dict"]
+    assert victim["mgmt_ip"] not in healthy and len(healthy) == len(standin_cluster.nodes) - 1
+    assert f"-e aorta_cluster_file={results}/healthy.cluster.json" in proc.stdout
     assert standin_cluster.containers_left() == []
 
 

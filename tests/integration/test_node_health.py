@@ -204,6 +204,11 @@ def test_with_aorta_exclude_unhealthy_the_run_completes_on_the_healthy_nodes(sta
     }
     assert [e["name"] for e in run["excluded"]] == [names[1], names[2]]
     assert "already hold a GPU" in run["excluded"][0]["reasons"][0]
+    # What the run went on without is unhealthy, and every file says so alike.
+    assert [u["name"] for u in run["unhealthy"]] == [names[1], names[2]]
+    listed = {line.split("\t")[0] for line in (results / "unhealthy.txt").read_text().splitlines()}
+    assert listed == {names[1], names[2]}
+    assert list(json.loads((results / "healthy.cluster.json").read_text())["node_dict"]) == [names[0], names[3]]
     assert run["combined_traces"]["missing_ranks"] == [] and run["combined_traces"]["files"] >= 4
     # The excluded nodes ran nothing and let go of their lease.
     for index in (1, 2):
