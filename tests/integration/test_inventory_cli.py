@@ -335,3 +335,31 @@ def test_a_misspelt_variable_stops_the_playbook_before_any_node_is_contacted(rep
     assert "aorta_gpus_per_nod (host or group vars of mi300x-r01-n02.mgmt.example)" in result.stdout
     assert "did you mean aorta_gpus_per_node?" in result.stdout
     assert "Reach every node" not in result.stdout and "unreachable=1" not in result.stdout
+
+
+def test_trace_collect_with_a_limit_says_in_one_line_how_to_pick_nodes(repo, fixtures_dir):
+    """--limit NODE leaves localhost out, and with it the play that fixes the run: the playbook
+    refuses in one line naming the node and what picks nodes here, before anything connects (the
+    fixture's nodes do not exist), instead of an undefined hostvars error."""
+    cluster = fixtures_dir / "cluster_files" / "filled" / "atom_cluster.json"
+    node = list(json.loads(cluster.read_text())["node_dict"])[1]
+    limited = run(
+        repo,
+        "ansible-playbook",
+        "playbooks/trace_collect.yml",
+        "-i",
+        str(cluster),
+        "-e",
+        "aorta_run_id=some-run",
+        "--limit",
+        node,
+    )
+    assert limited.returncode == 2, limited.stdout[-2000:]
+    (line,) = [x for x in limited.stdout.splitlines() if x.startswith(f"fatal: [{node}]")]
+    msg = json.loads(line.split(" => ", 1)[1])["msg"]
+    assert msg == (
+        "trace_collect: --limit left out localhost, where the run is fixed; to collect some nodes pass "
+        f'-e \'{{"aorta_collect_nodes": ["{node}"]}}\' (names or node ranks) without --limit, or add localhost '
+        f"to it (--limit '{node},localhost')"
+    )
+    assert "HostVarsVars" not in limited.stdout + limited.stderr
