@@ -195,9 +195,12 @@ class ActionModule(ProbeAction):
             if s["aorta_exclude_unhealthy"] and seen is not None:
                 return self._elect(s, task_vars, mode, nodes, head, wait_s, (answer, own_expect))
             return {
-                "failed": True,
+                # Not failed when the head's failure is known: the head's own failed result stops every
+                # node (any_errors_fatal), and at 1000 nodes a dead head must not print 999 failures.
+                "failed": seen is None,
                 "own": False,
                 "reached": True,
+                "held": False,
                 "passed_own_checks": True,
                 "msg": f"{node}: passed its own checks, not held: the head {head} did not pass preflight",
             }

@@ -16,7 +16,7 @@ from ansible.utils.display import Display
 
 from ansible_collections.aorta.cluster.plugins.plugin_utils import _console, _interrupt
 from ansible_collections.aorta.cluster.plugins.plugin_utils._run_id import RunStartError, make_dirs, run_secret, start
-from ansible_collections.aorta.cluster.plugins.plugin_utils._settings import in_rank_order
+from ansible_collections.aorta.cluster.plugins.plugin_utils._settings import in_rank_order, read_json_object
 from ansible_collections.aorta.cluster.plugins.plugin_utils._vocabulary import USER
 
 display = Display()
@@ -24,10 +24,27 @@ display = Display()
 NAMES = ("aorta_run_id", "aorta_results_dir", "aorta_results_root")
 
 
+def recorded_already(run_id: str, results_dir: str) -> str:
+    """Why a watch re-attached to ``run_id`` must not record it in ``results_dir``, or '': its run.json is
+    there (the run ended and was recorded; a watch would write its record, console log, junit.xml and
+    history row over the first)."""
+    path = os.path.join(results_dir, "run.json")
+    if not os.path.exists(path):
+        return ""
+    document = read_json_object(path) or {}
+    status = str(document.get("status") or "unreadable")
+    why = str(document.get("message") or "")[:120]
+    return (
+        f"watch: run {run_id} has ended and is recorded in {path} ({status}{': ' + why if why else ''}); "
+        "a watch writes nothing over it. To collect its traces again: ansible-playbook aorta.cluster.trace_collect "
+        f"-e aorta_run_id={run_id}; to watch it into another directory: -e aorta_results_dir=<new directory>"
+    )
+
+
 class ActionModule(ActionBase):
     TRANSFERS_FILES = False
     _requires_connection = False
-    _VALID_ARGS: frozenset[str] = frozenset()
+    _VALID_ARGS: frozenset[str] = frozenset(("purpose",))
 
     def run(self, tmp: Any = None, task_vars: dict[str, Any] | None = None) -> dict[str, Any]:
         result = super().run(tmp, task_vars)
@@ -35,6 +52,11 @@ class ActionModule(ActionBase):
         try:
             settings = {name: self._templar.template(task_vars.get(name, "")) for name in NAMES}
             facts = start(settings, dt.datetime.now(dt.timezone.utc), os.getcwd())
+            if self._task.args.get("purpose") == "watch":
+                refused = recorded_already(facts["aorta_run_id_resolved"], facts["aorta_results_dir_resolved"])
+                if refused:
+                    result.update(failed=True, msg=refused)
+                    return result
             secret = run_secret(os.environ)
             changed = False
             if not self._task.check_mode:

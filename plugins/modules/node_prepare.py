@@ -81,11 +81,18 @@ reached:
 own:
   description: False on a worker that passed its own checks but was not held because the head failed (it
     is not named for it).
-  returned: on failure
+  returned: on failure, and on such a worker
   type: bool
 passed_own_checks:
-  description: True on such a worker (its own checks ran beside the head's and passed).
-  returned: on failure
+  description:
+    - True on such a worker (its own checks ran beside the head's and passed). Its result is not failed
+      when the head's failure is known (the head's failed result stops every node; a dead head at 1000
+      nodes prints one failure, not 1000), failed when the head's verdict never came.
+  returned: on such a worker
+  type: bool
+held:
+  description: False on such a worker (it took no lease for the run).
+  returned: on such a worker
   type: bool
 details:
   description:

@@ -118,6 +118,21 @@ def test_a_watch_re_attached_20_s_after_the_controller_was_killed_finishes_the_r
     assert again.returncode == 0 and f"run {run_id} already ended on " in again.stdout, again.stdout[-3000:]
     stops = json.loads((results / "run.json").read_text())["stops"]
     assert len(stops) == 1 and stops[0]["finished"] == len(standin_cluster.nodes) and not stops[0]["asked_head"]
+    # A second watch of the ended, recorded run is refused in one line naming its status, and its
+    # record is byte-identical after (run.json, console.log, junit.xml, variables.json, the report...).
+    before = {p: p.read_bytes() for p in results.rglob("*") if p.is_file()}
+    rewatched = standin_cluster.collection_playbook(
+        "aorta.cluster.watch",
+        {"aorta_run_id": run_id, "aorta_results_dir": str(results), "aorta_training_overrides": training},
+    )
+    assert rewatched.returncode != 0, rewatched.stdout[-3000:]
+    said = [
+        line
+        for line in rewatched.stdout.splitlines()
+        if line.startswith("fatal: ") and f"watch: run {run_id} has ended and is recorded" in line
+    ]
+    assert len(said) == 1 and "(COMPLETED: " in said[0] and "aorta.cluster.trace_collect" in said[0], said
+    assert {p: p.read_bytes() for p in results.rglob("*") if p.is_file()} == before
 
 
 def test_the_stop_playbook_has_the_head_stop_a_run_whose_controller_was_killed(standin_cluster, tmp_path):
