@@ -422,7 +422,8 @@ class ActionModule(ProbeAction):
 def unreachable(node: str, exc: Exception) -> dict[str, Any]:
     """Data, not Ansible's "unreachable": the node stays in the play, so that every node unreachable
     is named at once and nothing waits on it again."""
-    return {"failed": True, "own": True, "reached": False, "msg": f"preflight[ssh]: unreachable: {node}: {exc}"}
+    said = " ".join(str(exc).split())  # ssh's error spans lines: one line, as every failure's
+    return {"failed": True, "own": True, "reached": False, "msg": f"preflight[ssh]: unreachable: {node}: {said}"}
 
 
 def named(node: str, probed: dict[str, Any]) -> dict[str, Any]:

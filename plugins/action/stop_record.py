@@ -27,7 +27,7 @@ def stop_entry(stops: dict[str, Any], who: str, now: dt.datetime) -> dict[str, A
     not_finished = {
         node: str(result.get("state") or "unknown")
         for node, result in stops.items()
-        if result.get("state") not in ("finished", "absent", "excluded")
+        if result.get("state") not in ("finished", "absent", "excluded", "unreachable")
     }
     return {
         "at": now.strftime("%Y-%m-%dT%H:%M:%SZ"),
@@ -35,18 +35,37 @@ def stop_entry(stops: dict[str, Any], who: str, now: dt.datetime) -> dict[str, A
         "asked_head": any(bool(result.get("asked_head")) for result in stops.values()),
         "finished": sum(1 for result in stops.values() if result.get("state") == "finished"),
         "not_finished": not_finished,
+        # Neither asked nor waited for: whatever runs there stops at the run's own deadline.
+        "unreachable": [node for node, result in stops.items() if result.get("state") == "unreachable"],
     }
+
+
+def named(nodes: list[str]) -> str:
+    """At most NAMED_AT_MOST names and how many more: one line at any node count."""
+    more = f" and {len(nodes) - NAMED_AT_MOST} more" if len(nodes) > NAMED_AT_MOST else ""
+    return ", ".join(nodes[:NAMED_AT_MOST]) + more
 
 
 def stop_line(run_id: str, entry: dict[str, Any], nodes: int, run_json: str) -> str:
     """One line, whatever the node count."""
-    head = "asked its head to stop every node" if entry["asked_head"] else "its head had nothing to stop"
+    gone = entry.get("unreachable") or []
+    if entry["asked_head"]:
+        head = "asked its head to stop every node"
+    elif gone and len(gone) == nodes:
+        head = "no node answered"
+    else:
+        head = "its head had nothing to stop"
     left = entry["not_finished"]
-    named = ", ".join(f"{node} ({state})" for node, state in list(left.items())[:NAMED_AT_MOST])
-    more = f" and {len(left) - NAMED_AT_MOST} more" if len(left) > NAMED_AT_MOST else ""
-    unfinished = f"; not finished, their containers removed now: {named}{more}" if left else ""
+    unfinished = f"; not finished, their containers removed now: {named([f'{n} ({s})' for n, s in left.items()])}"
+    unreached = (
+        f"; could not reach {len(gone)}: {named(gone)} (nothing asked of them: what runs there stops at the "
+        "run's deadline; run the stop again once they answer)"
+    )
     where = f"; added to {run_json}" if run_json else "; no run.json of it here"
-    return f"stop {run_id}: {head}; {entry['finished']} of {nodes} nodes' supervisors finished{unfinished}{where}"
+    return (
+        f"stop {run_id}: {head}; {entry['finished']} of {nodes} nodes' supervisors finished"
+        f"{unfinished if left else ''}{unreached if gone else ''}{where}"
+    )
 
 
 def append_stop(path: str, entry: dict[str, Any]) -> bool:
@@ -88,6 +107,10 @@ class ActionModule(ActionBase):
             written = False
             result.setdefault("warnings", []).append(f"{path}: the stop is not recorded: {exc.strerror}")
         line = stop_line(run_id, entry, len(nodes), path if written else "")
-        display.display(line)
         result.update(changed=written, line=line, record=entry, run_json=path if written else "")
+        if entry["unreachable"]:
+            # Not done where it could not reach: a non-zero exit, this line its only message.
+            result.update(failed=True, msg=line)
+        else:
+            display.display(line)
         return result

@@ -190,8 +190,9 @@ def unhealthy(
 
 def unhealthy_text(found: Sequence[Mapping[str, Any]]) -> str:
     """unhealthy.txt: one line per reason, ``<node><TAB><reason>``, the node first so that
-    ``cut -f1 | sort -u`` lists the nodes to exclude."""
-    return "".join(f"{item['name']}\t{reason}\n" for item in found for reason in item["reasons"])
+    ``cut -f1 | sort -u`` lists the nodes to exclude; a reason's own line breaks and tabs (ssh's
+    error has them) become single spaces."""
+    return "".join(f"{item['name']}\t{' '.join(reason.split())}\n" for item in found for reason in item["reasons"])
 
 
 def health_record(

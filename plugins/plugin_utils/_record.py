@@ -281,7 +281,12 @@ def health(rows: Sequence[Mapping[str, Any]], hostvars: Mapping[str, Any], sweep
     (``fabric_sweep``: run.json's, whose nodes below aorta_fabric_min_gbps are unhealthy too)."""
     per_node = [_vars(hostvars, row.get("name")) for row in rows]
     messages, own = setup_failures(rows, hostvars)
-    found = health_record(rows, [values.get("aorta_prepare", {}) for values in per_node], messages, own)
+    prepared = [_dict(values.get("aorta_prepare")) for values in per_node]
+    found = health_record(rows, prepared, messages, own)
+    # Those preflight excluded (aorta_exclude_unhealthy), for run.json when no launch said it (too
+    # few were left to launch): the same entries as in ``unhealthy``.
+    left_out = {str(row.get("name")) for row, answer in zip(rows, prepared) if answer.get("excluded")}
+    found["excluded"] = [item for item in found["unhealthy"] if item["name"] in left_out]
     found["fabric_sweep"] = dict(sweep)
     slow = below_min_gbps(rows, found["fabric_sweep"])
     if slow:
@@ -585,7 +590,7 @@ def run_json(
         "finished_epoch": finished_epoch,
         "master_addr": launch.get("master_addr"),
         "master_port": launch.get("master_port"),
-        "excluded": launch.get("excluded_nodes", []),
+        "excluded": launch.get("excluded_nodes") or health_found.get("excluded") or [],
         "diagnosis": why,
         "context": what,
         "nodes": rows,

@@ -29,6 +29,7 @@ if os.environ.get("PYTEST_XDIST_WORKER"):
     os.environ["AORTA_STANDIN_INSTANCE"] = os.environ["PYTEST_XDIST_WORKER"]
 
 import standin  # noqa: E402  (lives beside the tests, not in a package)
+from installed import build_artifact  # noqa: E402  (beside this file)
 
 BIN = Path(sys.executable).parent
 STATUS_DIR = "/var/tmp/aorta-cluster"  # the stand-in's aorta_lease_dir (the default)
@@ -368,6 +369,12 @@ def pytest_terminal_summary(terminalreporter):
     terminalreporter.section("fault matrix")
     for line in [list(columns), ["-" * w for w in widths], *rows]:
         terminalreporter.write_line("  ".join(cell.ljust(w) for cell, w in zip(line, widths)).rstrip())
+
+
+@pytest.fixture(scope="session")
+def artifact(tmp_path_factory) -> Path:
+    """The collection's artifact, built once per worker (installed.build_artifact checks what is in it)."""
+    return build_artifact(tmp_path_factory.mktemp("dist"))
 
 
 def read_json(path: Path) -> dict:

@@ -304,13 +304,16 @@ def test_an_image_that_is_nowhere_is_named_by_preflight_before_any_launch(standi
     as unhealthy for that one reason, it is said once and no empty healthy.cluster.json is written."""
     missing = "rocm/pytorch:no-such-tag"
     proc, run, results, elapsed = standin_cluster.run(tmp_path, aorta_docker_image=missing)
-    head = standin_cluster.nodes[0]["mgmt_ip"]
     assert proc.returncode != 0 and run["status"] == "FAILED"
     # Every node checks itself at once: each names the image (before, only the head, the workers not probed).
     assert run["failed_nodes"] == [n["mgmt_ip"] for n in standin_cluster.nodes], run["failed_nodes"]
     # One reason on every node: said once, the node's name left out of it.
     said = f"preflight[image]: {missing} is not on the node and the archive "
-    assert run["message"].startswith("every node: ") and said in run["message"] and "does not hold it (it holds aorta-standin-workload:" in run["message"]
+    assert (
+        run["message"].startswith("every node: ")
+        and said in run["message"]
+        and "does not hold it (it holds aorta-standin-workload:" in run["message"]
+    )
     assert "Launch on every node at once" not in proc.stdout and elapsed < 90, elapsed
     assert standin_cluster.containers_left() == []
     for index in range(len(standin_cluster.nodes)):

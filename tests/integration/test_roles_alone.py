@@ -14,7 +14,7 @@ import pytest
 import standin  # tests/standin, put on sys.path by conftest
 
 # artifact: test_packaging's fixture, built once for this module too.
-from test_packaging import artifact, outside_env, run  # noqa: F401  # pylint: disable=unused-import
+from installed import outside_env, run
 
 REPO = Path(__file__).resolve().parents[2]
 LEASE = "/var/tmp/aorta-cluster/node.lease"  # aorta_lease_dir's default, node_lease's file
@@ -88,7 +88,7 @@ def _leases(cluster, nodes: int) -> list[str]:
 
 @pytest.mark.standin
 def test_a_users_playbook_runs_trace_parse_on_a_folder_and_teardown_by_run_id(
-    artifact,  # noqa: F811 (test_packaging's fixture)
+    artifact,
     standin_cluster,
     tmp_path,
 ):

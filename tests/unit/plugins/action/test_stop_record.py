@@ -26,12 +26,28 @@ def test_the_entry_counts_the_finished_and_names_the_rest():
         "asked_head": True,
         "finished": 2,
         "not_finished": {"n2": "terminating"},
+        "unreachable": [],
     }
     line = stop_line("r1", entry, 4, "/r/run.json")
     assert line == (
         "stop r1: asked its head to stop every node; 2 of 4 nodes' supervisors finished; not finished, their "
         "containers removed now: n2 (terminating); added to /r/run.json"
     )
+
+
+def test_nodes_the_stop_could_not_reach_are_named_apart_with_what_happens_to_them():
+    stops = {"h": {"state": "unreachable"}, "n1": {"state": "finished"}, "n2": {"state": "unreachable"}}
+    entry = stop_entry(stops, "me", NOW)
+    assert entry["unreachable"] == ["h", "n2"] and entry["not_finished"] == {} and entry["finished"] == 1
+    assert stop_line("r1", entry, 3, "/r/run.json") == (
+        "stop r1: its head had nothing to stop; 1 of 3 nodes' supervisors finished; could not reach 2: h, n2 "
+        "(nothing asked of them: what runs there stops at the run's deadline; run the stop again once they "
+        "answer); added to /r/run.json"
+    )
+    every = stop_entry({f"n{i}": {"state": "unreachable"} for i in range(1000)}, "me", NOW)
+    line = stop_line("r1", every, 1000, "")
+    assert line.startswith("stop r1: no node answered; 0 of 1000 nodes' supervisors finished; could not reach 1000: ")
+    assert "n9 and 990 more (nothing asked" in line and len(line) < 400, line
 
 
 def test_the_line_stays_one_short_line_at_1000_nodes():

@@ -193,6 +193,15 @@ def test_a_node_excluded_by_preflight_is_unhealthy_unreachable_or_not():
     ]
 
 
+def test_unhealthy_txt_keeps_one_line_per_reason_whatever_the_reason_holds():
+    """ssh's error spans lines (``...banner exchange\r\nConnection to ... timed out``): one line each."""
+    found = [{"name": "n1", "reasons": ["preflight[ssh]: unreachable: n1: timed out\r\nConnection to n1\tport 22"]}]
+    assert (
+        _health_verdict.unhealthy_text(found)
+        == "n1\tpreflight[ssh]: unreachable: n1: timed out Connection to n1 port 22\n"
+    )
+
+
 def test_a_tie_has_no_majority_and_names_every_node():
     (found,) = _health_verdict.drift({"n0": fp(), "n3": fp(amdgpu="6.7.0")})
     assert found["majority"] is None

@@ -182,6 +182,27 @@ def test_health_reads_each_nodes_preflight_and_rescue():
     ]
     assert found["unhealthy_text"] == "a\tpreflight[gpu]: a: 4 GPUs seen\nb\tb: Probe: unreachable\n"
     assert found["drift"] == [] and found["drift_lines"] == []
+    assert found["excluded"] == []
+
+
+def test_nodes_excluded_before_a_launch_that_never_came_are_run_jsons_excluded():
+    """aorta_exclude_unhealthy with too few nodes left: no launch says who was excluded, so run.json's
+    ``excluded`` comes from preflight, the same entries as ``unhealthy``."""
+    gone = "preflight[ssh]: unreachable: a: timed out"
+    hostvars = {
+        "a": {"aorta_prepare": {"failed": False, "excluded": True, "reached": False, "msg": gone}},
+        "b": {"aorta_prepare": {"failed": False, "excluded": True, "failures": ["preflight[disk]: b: full"]}},
+    }
+    rows = [{"name": "a", "state": "not_started"}, {"name": "b", "state": "not_started"}]
+    found = rr.health(rows, hostvars, rr.fabric_sweep(rows))
+    assert (
+        found["excluded"]
+        == found["unhealthy"]
+        == [
+            {"name": "a", "reasons": [gone]},
+            {"name": "b", "reasons": ["preflight[disk]: b: full"]},
+        ]
+    )
 
 
 def test_the_status_is_the_setups_failure_else_the_nodes():
