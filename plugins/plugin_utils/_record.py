@@ -633,11 +633,11 @@ def console_lines(
     if unhealthy and rows and all(str(row.get("name")) in unhealthy for row in rows):
         lines.append(
             f"unhealthy: all {len(rows)} nodes, {listed} {results_dir}/unhealthy.txt (none left to re-run on)"
-            + (" (--check: nothing written)" if dry_run else "")
+            + (" (--check: not written)" if dry_run else "")
         )
     elif unhealthy and dry_run:
         lines.append(
-            f"unhealthy: {len(unhealthy)} nodes: {named_nodes(health_found['unhealthy'])} (--check: nothing written; "
+            f"unhealthy: {len(unhealthy)} nodes: {named_nodes(health_found['unhealthy'])} (--check: not written; "
             f"a run lists them in {results_dir}/unhealthy.txt and writes healthy.cluster.json without them)"
         )
     elif unhealthy:

@@ -407,7 +407,7 @@ def test_the_console_lines_say_why_only_when_it_matters():
     # --check writes nothing, and says so instead of pointing at files that are not there.
     dry = rr.console_lines("r1", "/res", failed, {"summary": "x", "node_errors": []}, rows, sick, dry_run=True)
     assert dry[5] == (
-        "unhealthy: 1 nodes: b (--check: nothing written; a run lists them in /res/unhealthy.txt and writes "
+        "unhealthy: 1 nodes: b (--check: not written; a run lists them in /res/unhealthy.txt and writes "
         "healthy.cluster.json without them)"
     )
     # At 1000 nodes the line stays one line: the first names and a count, every one in unhealthy.txt.

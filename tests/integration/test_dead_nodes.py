@@ -1,0 +1,157 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""Dead nodes at the entry points, from the installed collection outside the checkout (no checkout
+ansible.cfg): stand-in nodes paused (their SSH hangs, as a powered-off host behind a switch does;
+nothing leaves the machine). Each case: the exit status, one line naming the nodes or the id and
+what to do, a time bound, and every run record that existed before byte-identical after (a stop
+appends its entry to its run's run.json, and only that).
+
+The rows share one install and one stand-in cluster; with aorta_connect_timeout 5 each dead-node
+case costs seconds, not a run."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+import standin  # tests/standin, put on sys.path by conftest
+from installed import BIN, install
+
+TIMEOUT = 5  # aorta_connect_timeout: what a dead node costs each case
+ENDED = "ended-run"
+
+
+@pytest.fixture(scope="module")
+def user(artifact, standin_cluster, tmp_path_factory):
+    """A user's directory outside the checkout: the installed collection, a YAML inventory source for
+    the stand-in's cluster file, and a results root holding the record of a run that has ended."""
+    home = tmp_path_factory.mktemp("user")
+    env = install(artifact, home)
+    source = home / "cluster.aorta.yml"
+    source.write_text(f"plugin: aorta.cluster.cluster_json\npath: {standin_cluster.cluster_json}\n")
+    root = home / "aorta_results"
+    ended = root / ENDED
+    (ended / "logs").mkdir(parents=True)
+    (ended / "run.json").write_text(json.dumps({"run_id": ENDED, "status": "FAILED", "message": "every node dead"}))
+    (ended / "console.log").write_text("run ended-run: FAILED - every node dead\n")
+    (ended / "junit.xml").write_text("<testsuites failures='1'/>\n")
+    return {"home": home, "env": env, "source": source, "root": root}
+
+
+def records(root: Path) -> dict[Path, bytes]:
+    return {path: path.read_bytes() for path in sorted(root.rglob("*")) if path.is_file()}
+
+
+def play(user, standin_cluster, playbook: str, *args: str, dead=(), **extra):
+    """``ansible-playbook aorta.cluster.<playbook>`` as the user runs it, with the stand-in's nodes
+    ``dead`` (indexes) paused for its length: (process, seconds)."""
+    paused = [standin_cluster.nodes[i]["container"] for i in dead]
+    values = {"aorta_results_root": str(user["root"]), "aorta_connect_timeout": TIMEOUT, **extra}
+    argv = [str(BIN / "ansible-playbook"), f"aorta.cluster.{playbook}", "-i", str(user["source"])]
+    argv += ["-e", f"@{standin.OUT / 'vars.yml'}", "-e", json.dumps(values), *args]
+    if paused:
+        subprocess.run(["docker", "pause", *paused], check=True, capture_output=True)
+    began = time.monotonic()
+    try:
+        proc = subprocess.run(
+            argv, cwd=user["home"], env=user["env"], capture_output=True, text=True, timeout=600, check=False
+        )
+    finally:
+        if paused:
+            subprocess.run(["docker", "unpause", *paused], check=True, capture_output=True)
+    return proc, time.monotonic() - began
+
+
+def kept(before: dict[Path, bytes], after: dict[Path, bytes]) -> bool:
+    """Every file that was there before is there after, byte for byte (a new run adds its own)."""
+    return {path: after.get(path) for path in before} == before
+
+
+def lines_with(proc, text: str) -> list[str]:
+    """The console's own lines holding ``text`` (Ansible's error block repeats a failure's msg on
+    its "[ERROR]" line and in the "fatal:" result: counted once, as the result)."""
+    return [line for line in proc.stdout.splitlines() if text in line and not line.startswith("[ERROR]")]
+
+
+def test_a_dead_head_and_a_dead_worker_are_named_together_in_one_check(user, standin_cluster):
+    names = [n["mgmt_ip"] for n in standin_cluster.nodes]
+    before = records(user["root"])
+    proc, seconds = play(user, standin_cluster, "aorta_multinode", "--check", dead=(0, len(names) - 1))
+    assert proc.returncode != 0 and "UNREACHABLE!" not in proc.stdout, proc.stdout[-3000:]
+    (line,) = [x for x in proc.stdout.splitlines() if x.startswith("unhealthy: ")]
+    assert line.startswith(f"unhealthy: 2 nodes: {names[0]}, {names[-1]} (--check: not written; a run lists")
+    assert seconds < TIMEOUT + 45, seconds
+    after = records(user["root"])
+    assert kept(before, after)
+    # The dry run's own directory holds its console log and preflight's scratch (the head's verdict,
+    # which the workers read): no run.json, no health files.
+    added = {path.relative_to(user["root"]).parts[1:] for path in set(after) - set(before)}
+    assert added <= {("console.log",), (".plan", "head.json")}, added
+
+
+def test_every_node_dead_with_exclude_unhealthy_stops_before_launch_and_the_files_agree(user, standin_cluster):
+    names = [n["mgmt_ip"] for n in standin_cluster.nodes]
+    before = records(user["root"])
+    proc, seconds = play(user, standin_cluster, "aorta_multinode", dead=range(len(names)), aorta_exclude_unhealthy=True)
+    assert proc.returncode != 0 and "UNREACHABLE!" not in proc.stdout, proc.stdout[-3000:]
+    assert "Launch on every node at once" in proc.stdout  # reached, and refused there without a connection
+    assert len(lines_with(proc, f"unhealthy: all {len(names)} nodes, listed in ")) == 1
+    assert seconds < TIMEOUT + 45, seconds
+    (new,) = [p for p in user["root"].iterdir() if p.name != ENDED and (p / "run.json").exists()]
+    run = json.loads((new / "run.json").read_text())
+    assert run["status"] == "FAILED" and f"launch: 0 of {len(names)} nodes passed preflight" in run["message"]
+    assert [e["name"] for e in run["excluded"]] == [u["name"] for u in run["unhealthy"]] == names
+    assert [line.split("\t")[0] for line in (new / "unhealthy.txt").read_text().splitlines()] == names
+    assert not (new / "healthy.cluster.json").exists()
+    assert kept(before, records(user["root"]))
+
+
+def test_a_stop_with_every_node_dead_says_whom_it_could_not_reach_and_records_it(user, standin_cluster):
+    names = [n["mgmt_ip"] for n in standin_cluster.nodes]
+    before = records(user["root"])
+    run_json = user["root"] / ENDED / "run.json"
+    proc, seconds = play(user, standin_cluster, "stop", dead=range(len(names)), aorta_run_id=ENDED)
+    assert proc.returncode != 0, proc.stdout[-3000:]
+    said = f"stop {ENDED}: no node answered; 0 of {len(names)} nodes' supervisors finished; could not reach "
+    (line,) = lines_with(proc, said)
+    assert f"could not reach {len(names)}: {', '.join(names)} (nothing asked of them" in line
+    assert seconds < 2 * TIMEOUT + 30, seconds
+    (entry,) = json.loads(run_json.read_text())["stops"]
+    assert entry["unreachable"] == names and entry["finished"] == 0 and not entry["asked_head"]
+    after = records(user["root"])
+    assert {p: b for p, b in after.items() if p != run_json} == {p: b for p, b in before.items() if p != run_json}
+    # The entry was appended; what the record held is still there.
+    assert json.loads(run_json.read_text())["message"] == "every node dead"
+
+
+def test_a_watch_of_a_run_recorded_already_is_refused_and_writes_nothing(user, standin_cluster):
+    before = records(user["root"])
+    proc, seconds = play(user, standin_cluster, "watch", dead=range(len(standin_cluster.nodes)), aorta_run_id=ENDED)
+    assert proc.returncode != 0
+    (line,) = [x for x in proc.stdout.splitlines() if x.startswith("fatal: ") and "has ended and is recorded" in x]
+    assert f"watch: run {ENDED} has ended and is recorded in {user['root'] / ENDED / 'run.json'} (FAILED: every" in line
+    assert "aorta.cluster.trace_collect -e aorta_run_id=ended-run" in line and "-e aorta_results_dir=" in line
+    assert seconds < 30, seconds  # refused on the controller: no node is waited on
+    assert records(user["root"]) == before
+
+
+def test_trace_collect_limited_to_one_node_says_what_picks_nodes(user, standin_cluster):
+    node = standin_cluster.nodes[1]["mgmt_ip"]
+    before = records(user["root"])
+    proc, _seconds = play(user, standin_cluster, "trace_collect", "--limit", node, aorta_run_id=ENDED)
+    assert proc.returncode == 2
+    (line,) = [x for x in proc.stdout.splitlines() if x.startswith(f"fatal: [{node}]")]
+    assert "--limit left out localhost" in line and '\\"aorta_collect_nodes\\": [\\"' + node in line, line
+    assert records(user["root"]) == before
+
+
+def test_a_stop_of_an_id_no_node_holds_is_refused_naming_the_head(user, standin_cluster):
+    head = standin_cluster.nodes[0]["mgmt_ip"]
+    before = records(user["root"])
+    proc, seconds = play(user, standin_cluster, "stop", aorta_run_id="no-such-run")
+    assert proc.returncode != 0
+    assert len(lines_with(proc, f"no run no-such-run on {head}: ")) == 1, proc.stdout[-3000:]
+    assert seconds < 60, seconds
+    assert records(user["root"]) == before
