@@ -24,20 +24,26 @@ display = Display()
 NAMES = ("aorta_run_id", "aorta_results_dir", "aorta_results_root")
 
 
-def recorded_already(run_id: str, results_dir: str) -> str:
-    """Why a watch re-attached to ``run_id`` must not record it in ``results_dir``, or '': its run.json is
-    there (the run ended and was recorded; a watch would write its record, console log, junit.xml and
-    history row over the first)."""
+def recorded_already(run_id: str, results_dir: str, purpose: str = "watch") -> str:
+    """Why a watch re-attached to ``run_id``, or a run given that id, must not record it in
+    ``results_dir``, or '': its run.json is there (the run ended and was recorded; another record
+    would write its run.json, console log, junit.xml and history row over the first)."""
     path = os.path.join(results_dir, "run.json")
     if not os.path.exists(path):
         return ""
     document = read_json_object(path) or {}
     status = str(document.get("status") or "unreadable")
     why = str(document.get("message") or "")[:120]
+    recorded = f"run {run_id} has ended and is recorded in {path} ({status}{': ' + why if why else ''})"
+    again = f"To collect its traces again: ansible-playbook aorta.cluster.trace_collect -e aorta_run_id={run_id}"
+    if purpose == "run":
+        return (
+            f"aorta_run_id: {recorded}; a new run writes nothing over it: leave aorta_run_id out (each run "
+            f"makes its own) or give an id not used under the results root. {again}"
+        )
     return (
-        f"watch: run {run_id} has ended and is recorded in {path} ({status}{': ' + why if why else ''}); "
-        "a watch writes nothing over it. To collect its traces again: ansible-playbook aorta.cluster.trace_collect "
-        f"-e aorta_run_id={run_id}; to watch it into another directory: -e aorta_results_dir=<new directory>"
+        f"watch: {recorded}; a watch writes nothing over it. {again}; "
+        "to watch it into another directory: -e aorta_results_dir=<new directory>"
     )
 
 
@@ -52,8 +58,11 @@ class ActionModule(ActionBase):
         try:
             settings = {name: self._templar.template(task_vars.get(name, "")) for name in NAMES}
             facts = start(settings, dt.datetime.now(dt.timezone.utc), os.getcwd())
-            if self._task.args.get("purpose") == "watch":
-                refused = recorded_already(facts["aorta_run_id_resolved"], facts["aorta_results_dir_resolved"])
+            purpose = str(self._task.args.get("purpose") or "run")
+            # A collection adds its tree to a recorded run (that is what it is for); a run or a
+            # watch would write a second record over the first.
+            if purpose != "collect":
+                refused = recorded_already(facts["aorta_run_id_resolved"], facts["aorta_results_dir_resolved"], purpose)
                 if refused:
                     result.update(failed=True, msg=refused)
                     return result
@@ -86,6 +95,8 @@ class ActionModule(ActionBase):
         """variables.json: every aorta_* variable this run uses, as templated here (what -e, the
         inventory and the defaults made of it), secrets masked; a warning when it cannot be written."""
         path = os.path.join(results_dir, "variables.json")
+        if os.path.exists(path) and self._task.args.get("purpose") == "collect":
+            return path  # the run's own, kept: a collection's variables are not the run's
         values = {}
         for name in sorted(USER):
             if name not in task_vars:

@@ -22,14 +22,19 @@ display = Display()
 NAMED_AT_MOST = 10  # nodes named on the console line; run.json names every one
 
 
-def stop_entry(stops: dict[str, Any], who: str, now: dt.datetime) -> dict[str, Any]:
-    """The entry for run.json's ``stops`` from each node's run_attach result (``{node: result}``)."""
+def stop_entry(stops: dict[str, Any], who: str, now: dt.datetime, played: list[str] | None = None) -> dict[str, Any]:
+    """The entry for run.json's ``stops`` from each node's run_attach result (``{node: result}``);
+    ``played``: the nodes this stop's play held (a --limit leaves the others out), all when None."""
+    left_out = [node for node in stops if played is not None and node not in played]
+    stops = {node: result for node, result in stops.items() if node not in left_out}
     not_finished = {
         node: str(result.get("state") or "unknown")
         for node, result in stops.items()
         if result.get("state") not in ("finished", "absent", "excluded", "unreachable")
     }
     return {
+        # Outside the --limit: neither asked nor torn down by this stop.
+        "not_in_this_stop": left_out,
         "at": now.strftime("%Y-%m-%dT%H:%M:%SZ"),
         "by": who,
         "asked_head": any(bool(result.get("asked_head")) for result in stops.values()),
@@ -46,11 +51,14 @@ def named(nodes: list[str]) -> str:
     return ", ".join(nodes[:NAMED_AT_MOST]) + more
 
 
-def stop_line(run_id: str, entry: dict[str, Any], nodes: int, run_json: str) -> str:
-    """One line, whatever the node count."""
+def stop_line(run_id: str, entry: dict[str, Any], nodes: int, run_json: str, head_node: str = "") -> str:
+    """One line, whatever the node count (``head_node``: the run's head, named when --limit left it out)."""
     gone = entry.get("unreachable") or []
+    outside = entry.get("not_in_this_stop") or []
     if entry["asked_head"]:
         head = "asked its head to stop every node"
+    elif head_node and head_node in outside:
+        head = f"its head {head_node} was left out by --limit"
     elif gone and len(gone) == nodes:
         head = "no node answered"
     else:
@@ -61,10 +69,13 @@ def stop_line(run_id: str, entry: dict[str, Any], nodes: int, run_json: str) -> 
         f"; could not reach {len(gone)}: {named(gone)} (nothing asked of them: what runs there stops at the "
         "run's deadline; run the stop again once they answer)"
     )
+    limited = (
+        f"; left out by --limit, nothing asked of them: {named(outside)} (run the stop without --limit to stop them)"
+    )
     where = f"; added to {run_json}" if run_json else "; no run.json of it here"
     return (
         f"stop {run_id}: {head}; {entry['finished']} of {nodes} nodes' supervisors finished"
-        f"{unfinished if left else ''}{unreached if gone else ''}{where}"
+        f"{unfinished if left else ''}{unreached if gone else ''}{limited if outside else ''}{where}"
     )
 
 
@@ -93,7 +104,8 @@ class ActionModule(ActionBase):
         nodes = _record.nodes_of(groups)
         values = _record.host_values(task_vars.get("hostvars") or {}, nodes, ("aorta_stop",), template)
         stops = {node: dict(values[node].get("aorta_stop") or {}) for node in nodes}
-        entry = stop_entry(stops, controller_identity(), dt.datetime.now(dt.timezone.utc))
+        played = [str(node) for node in task_vars.get("ansible_play_hosts_all") or nodes]
+        entry = stop_entry(stops, controller_identity(), dt.datetime.now(dt.timezone.utc), played)
         where = results_dir(
             str(template(task_vars.get("aorta_results_dir", "")) or ""),
             str(template(task_vars.get("aorta_results_root", "")) or ""),
@@ -106,7 +118,7 @@ class ActionModule(ActionBase):
         except OSError as exc:
             written = False
             result.setdefault("warnings", []).append(f"{path}: the stop is not recorded: {exc.strerror}")
-        line = stop_line(run_id, entry, len(nodes), path if written else "")
+        line = stop_line(run_id, entry, len(nodes), path if written else "", nodes[0] if nodes else "")
         result.update(changed=written, line=line, record=entry, run_json=path if written else "")
         if entry["unreachable"]:
             # Not done where it could not reach: a non-zero exit, this line its only message.

@@ -19,6 +19,8 @@ description:
   - A node whose archive is missing, damaged or does not match is recorded in the manifest with
     the reason; the other nodes are still written. The module fails only when it cannot write.
   - Running it twice on the same inputs changes nothing.
+  - A tree already at O(dest) is never replaced by one that lacks a node whose files it holds (a
+    collection again while that node does not answer): it is kept as it was, and RV(kept_previous) says why.
 author:
   - aorta.cluster maintainers (@aorta-cluster)
 options:
@@ -181,6 +183,11 @@ files:
   description: Number of files in the tree.
   returned: always
   type: int
+kept_previous:
+  description: One line saying that the tree already at O(dest) was kept, naming the nodes whose files it
+    holds and this collection did not get.
+  returned: when the tree already there was kept
+  type: str
 """
 
 from ansible.module_utils.basic import AnsibleModule

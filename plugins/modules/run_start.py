@@ -22,18 +22,21 @@ description:
     module process.
   - "Fails with one line naming C(aorta_run_id) when the id holds anything but letters, digits, C(.),
     C(_) and C(-) (64 at most): it goes into container names and paths."
-  - "With O(purpose=watch) (a watch re-attached by run id, C(playbooks/watch.yml)), refuses a run whose
-    results directory already holds its C(run.json): that run has ended and been recorded, and a watch
-    writes no record over it (not even C(variables.json)). The line names the run's status and the
-    commands that serve instead."
+  - "With O(purpose=run) (a run given C(aorta_run_id)) and O(purpose=watch) (a watch re-attached by run id,
+    C(playbooks/watch.yml)), refuses a run whose results directory already holds its C(run.json): that run
+    has ended and been recorded, and no second record is written over it (not even C(variables.json)).
+    The line names the run's status and the commands that serve instead."
+  - "With O(purpose=collect) (C(playbooks/trace_collect.yml)), a recorded run is collected again into its
+    own results directory; its C(variables.json) is kept as the run wrote it."
 author:
   - aorta.cluster maintainers (@aorta-cluster)
 options:
   purpose:
     description:
-      - V(run) for a run's own play, V(watch) for a watch re-attached to a run by its id.
+      - V(run) for a run's own play, V(watch) for a watch re-attached to a run by its id, V(collect) for a
+        collection of a run's files again.
     type: str
-    choices: [run, watch]
+    choices: [run, watch, collect]
     default: run
 extends_documentation_fragment:
   - aorta.cluster._attributes

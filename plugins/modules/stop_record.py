@@ -20,8 +20,9 @@ description:
     and the nodes that had not (at most 10 named; the teardown, just before, removed what they left)."
   - "When this controller has the run's results directory (C(aorta_results_dir), else
     C(aorta_results_root)/<run id>) and its C(run.json), appends to its C(stops) list: C(at), C(by)
-    (the controller's user, host and process), C(asked_head), C(finished) (a count) and C(not_finished)
-    (node: state), replacing the file atomically."
+    (the controller's user, host and process), C(asked_head), C(finished) (a count), C(not_finished)
+    (node: state), C(unreachable) (nodes it could not reach: nothing asked of them) and C(not_in_this_stop)
+    (nodes a C(--limit) left out of the play: nothing asked of them either), replacing the file atomically."
 author:
   - aorta.cluster maintainers (@aorta-cluster)
 options: {}

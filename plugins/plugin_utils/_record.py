@@ -577,9 +577,11 @@ def run_json(
     collect_failure: Any,
     started_epoch: Any,
     finished_epoch: int,
+    head_node: str | None = None,
 ) -> dict[str, Any]:
     """run.json's content: ``run`` is ``status()``, ``why`` ``diagnosis()``, ``what`` ``context()``,
-    ``health_found`` ``health()``, ``launch`` the head's, ``collected`` combined_traces' result."""
+    ``health_found`` ``health()``, ``launch`` the head's, ``collected`` combined_traces' result,
+    ``head_node`` ``head()``."""
     return {
         "run_id": run_id,
         "status": run["status"],
@@ -588,6 +590,8 @@ def run_json(
         "first_failure": run.get("first_failure"),
         "started_epoch": started_epoch,
         "finished_epoch": finished_epoch,
+        # The node that led the run (aorta_exclude_unhealthy may have elected a worker).
+        "head": head_node,
         "master_addr": launch.get("master_addr"),
         "master_port": launch.get("master_port"),
         "excluded": launch.get("excluded_nodes") or health_found.get("excluded") or [],
@@ -745,6 +749,7 @@ def record(
         collect_failure=local.get("aorta_collect_failure"),
         started_epoch=settings.get("aorta_run_started_epoch"),
         finished_epoch=finished_epoch,
+        head_node=head(hostvars, groups),
     )
     return {
         "rows": rows,

@@ -132,14 +132,24 @@ def wait_json(
         sleep(poll_s)
 
 
+# ssh's keepalive where the user set none: with ssh's ServerAliveCountMax 3, a hung node's master
+# gives up after 45 s (the checkout's ansible.cfg has the same).
+SERVER_ALIVE_S = 15
+
+
 def bound_connection(connection: Any, seconds: Any, run_id: str | None = None, fresh: bool = False) -> None:
     """ssh's ConnectTimeout for this node's connection: a node that does not answer is named after
     ``seconds`` (aorta_connect_timeout) instead of hanging the step.
 
-    With ``run_id``, the ssh master is this run's own (a ControlPath per run, in the same
-    directory): a master left by an earlier run (ControlPersist) to a node that has since hung
-    answers the local client at once and then holds every command until ServerAlive gives up
-    (about a minute), which no ConnectTimeout bounds. A ControlPath the user set is left alone.
+    With ``run_id``, the ssh master is this run's and this ansible-playbook's own (a ControlPath per
+    run and process, in the same directory): a master left by an earlier run or command
+    (ControlPersist: a stop, then a trace_collect of the same id) to a node that has since hung
+    answers the local client at once and then holds every command until ServerAlive gives up,
+    which no ConnectTimeout bounds. A ControlPath the user set is left alone.
+
+    Without a ServerAliveInterval of the user's (ansible-core's default ssh_args have none: a run
+    outside the checkout's ansible.cfg) ServerAliveInterval=15 is added, as that ansible.cfg has: a
+    master whose node hangs mid-play gives up after 45 s instead of holding the play for ever.
 
     ``fresh``: a master of its own even within the run, for a node the head counted as gone. A node
     that vanished without a word (its address gone, no reset) leaves the run's master, idle since
@@ -150,6 +160,12 @@ def bound_connection(connection: Any, seconds: Any, run_id: str | None = None, f
         connection.set_option("timeout", int(seconds))
     if run_id and "control_path" in options and not options.get("control_path"):
         who = "-".join(str(options.get(name)) for name in ("host", "port", "remote_user"))
-        who += "-fresh" if fresh else ""
+        # The worker's parent: the ansible-playbook process (one master per command, never an earlier one's).
+        who += f"-{os.getppid()}" + ("-fresh" if fresh else "")
         digest = hashlib.sha1(f"{who}-{run_id}".encode()).hexdigest()[:10]
         connection.set_option("control_path", "%(directory)s/aorta-" + digest)
+    if "ssh_extra_args" in options:
+        given = " ".join(str(options.get(name) or "") for name in ("ssh_args", "ssh_common_args", "ssh_extra_args"))
+        if "serveralive" not in given.lower():
+            extra = str(options.get("ssh_extra_args") or "")
+            connection.set_option("ssh_extra_args", f"{extra} -o ServerAliveInterval={SERVER_ALIVE_S}".strip())

@@ -155,3 +155,130 @@ def test_a_stop_of_an_id_no_node_holds_is_refused_naming_the_head(user, standin_
     assert len(lines_with(proc, f"no run no-such-run on {head}: ")) == 1, proc.stdout[-3000:]
     assert seconds < 60, seconds
     assert records(user["root"]) == before
+
+
+def recorded(user, run_id: str, tree: str = "") -> Path:
+    """The record of a run that has ended, under the user's results root (``tree``: with a
+    combined_traces tree holding one file of that node, as node 0)."""
+    where = user["root"] / run_id
+    (where / "logs").mkdir(parents=True)
+    (where / "run.json").write_text(json.dumps({"run_id": run_id, "status": "COMPLETED", "message": "all done"}))
+    (where / "console.log").write_text(f"run {run_id}: COMPLETED - all done\n")
+    if tree:
+        (where / "combined_traces" / "node_0").mkdir(parents=True)
+        (where / "combined_traces" / "node_0" / "rank0.json").write_text("{}")
+        node = {"rank": 0, "name": tree, "collected": True, "error": None, "state": "ok"}
+        node["files"] = [{"path": "rank0.json", "size": 2, "sha256": "44136fa3", "ranks": [0]}]
+        manifest = {"run_id": run_id, "expected_ranks": [0], "nodes": [node]}
+        (where / "combined_traces" / "manifest.json").write_text(json.dumps(manifest))
+    return where
+
+
+def test_a_run_given_the_id_of_a_recorded_run_is_refused_before_anything(user, standin_cluster):
+    where = recorded(user, "done-run")
+    before = records(user["root"])
+    proc, seconds = play(user, standin_cluster, "aorta_multinode", aorta_run_id="done-run")
+    assert proc.returncode != 0
+    said = f"aorta_run_id: run done-run has ended and is recorded in {where / 'run.json'} (COMPLETED: all done)"
+    assert len(lines_with(proc, said)) == 1, proc.stdout[-3000:]
+    assert "leave aorta_run_id out" in proc.stdout and "Launch on every node" not in proc.stdout
+    assert seconds < 30, seconds  # refused on the controller: no node is touched
+    assert records(user["root"]) == before
+
+
+def test_a_run_limited_to_one_node_launches_and_records_nothing(user, standin_cluster):
+    node = standin_cluster.nodes[-1]["mgmt_ip"]
+    before = records(user["root"])
+    proc, seconds = play(user, standin_cluster, "aorta_multinode", "--limit", node)
+    assert proc.returncode != 0
+    assert len(lines_with(proc, f'fatal: [{node}]: FAILED! => {{"changed": false, "msg": "1 of ')) == 1
+    assert "a --limit or an AWX sliced job" in proc.stdout and "HostVarsVars" not in proc.stdout
+    assert len(lines_with(proc, "aorta_multinode: nothing launched, nothing recorded")) == 1
+    assert seconds < 30, seconds
+    assert records(user["root"]) == before
+
+
+def test_a_stop_limited_to_one_node_names_the_nodes_it_left_out(user, standin_cluster):
+    names = [n["mgmt_ip"] for n in standin_cluster.nodes]
+    where = recorded(user, "stop-limited")
+    before = records(user["root"])
+    proc, _seconds = play(user, standin_cluster, "stop", "--limit", names[-1], aorta_run_id="stop-limited")
+    (line,) = lines_with(proc, "stop stop-limited: ")
+    assert line.startswith(f"stop stop-limited: its head {names[0]} was left out by --limit; 0 of {len(names)}")
+    assert f"left out by --limit, nothing asked of them: {', '.join(names[:-1])} (run the stop" in line
+    assert "containers removed now" not in line  # never said of a node the stop did not touch
+    (entry,) = json.loads((where / "run.json").read_text())["stops"]
+    assert entry["not_in_this_stop"] == names[:-1] and entry["not_finished"] == {}
+    after = records(user["root"])
+    assert {p: b for p, b in after.items() if p.name != "run.json"} == {
+        p: b for p, b in before.items() if p.name != "run.json"
+    }
+
+
+def test_a_stop_with_a_dead_head_names_it_and_the_others_answer(user, standin_cluster):
+    names = [n["mgmt_ip"] for n in standin_cluster.nodes]
+    proc, seconds = play(user, standin_cluster, "stop", dead=(0,), aorta_run_id="no-run-here")
+    assert proc.returncode != 0
+    (line,) = lines_with(proc, "stop no-run-here: ")
+    assert f"could not reach 1: {names[0]} (nothing asked of them" in line
+    assert f"0 of {len(names)} nodes' supervisors finished" in line and "; no run.json of it here" in line
+    assert seconds < 2 * TIMEOUT + 30, seconds
+
+
+def test_a_watch_of_an_id_no_node_holds_is_refused_with_the_head_alive_or_dead(user, standin_cluster):
+    names = [n["mgmt_ip"] for n in standin_cluster.nodes]
+    before = records(user["root"])
+    proc, _seconds = play(user, standin_cluster, "watch", aorta_run_id="never-ran")
+    assert proc.returncode != 0
+    assert len(lines_with(proc, f"no run never-ran was launched on {names[0]}: the node is free")) == 1
+    # The head dead: nothing refuses on it, and no record of a run nobody confirmed is written.
+    for dead in ((0,), range(len(names))):
+        proc, seconds = play(user, standin_cluster, "watch", dead=dead, aorta_run_id="never-ran")
+        assert proc.returncode != 0
+        gone = [names[i] for i in dead]
+        said = f"watch: run never-ran: no node that answered holds it ({len(gone)} of {len(names)} nodes not reached: "
+        (line,) = lines_with(proc, said)
+        assert f"not reached: {', '.join(gone)}); nothing recorded" in line
+        assert seconds < TIMEOUT + 30, seconds
+    after = records(user["root"])
+    assert kept(before, after)
+    added = {path.relative_to(user["root"]) for path in set(after) - set(before)}
+    # Only the watch's own console log and variables; no run.json, report, junit.xml or history row.
+    assert added <= {Path("never-ran/console.log"), Path("never-ran/variables.json")}, added
+
+
+def test_trace_collect_of_an_unknown_id_or_of_dead_nodes_says_so_and_keeps_the_tree(user, standin_cluster):
+    names = [n["mgmt_ip"] for n in standin_cluster.nodes]
+    proc, _seconds = play(user, standin_cluster, "trace_collect", aorta_run_id="never-collected")
+    assert proc.returncode == 2
+    said = f"trace_collect: no file of run never-collected on any of its {len(names)} nodes (0 not reached): check"
+    assert len(lines_with(proc, said)) == 1, proc.stdout[-3000:]
+    # A recorded run's tree, collected again while every node is dead: kept byte for byte.
+    where = recorded(user, "collected-run", tree=names[0])
+    before = records(user["root"])
+    proc, seconds = play(user, standin_cluster, "trace_collect", dead=range(len(names)), aorta_run_id="collected-run")
+    assert proc.returncode == 2
+    tree = where / "combined_traces"
+    said = lines_with(proc, f"trace_collect: {tree} kept as it was: 1 nodes whose files it holds")
+    assert len(said) == 1, proc.stdout[-3000:]
+    line = said[0]
+    assert f"were not collected now ({names[0]}); nothing written over it" in line
+    assert seconds < TIMEOUT + 30, seconds
+    after = records(user["root"])
+    log = where / "console.log"  # the collection's own line is appended to the run's log, never over it
+    assert after[log].startswith(before[log])
+    assert kept({p: b for p, b in before.items() if p != log}, after)
+
+
+def test_the_controller_only_playbooks_name_a_path_that_is_not_there(user, standin_cluster):
+    missing = user["home"] / "no-such-dir"
+    before = records(user["root"])
+    report, _seconds = play(
+        user, standin_cluster, "trace_report", aorta_traces_dir=str(missing), aorta_report_dir=str(missing / "out")
+    )
+    assert report.returncode == 2
+    assert len(lines_with(report, f"aorta_traces_dir: {missing} is not a directory")) == 1
+    history, _seconds = play(user, standin_cluster, "run_history", aorta_results_root=str(missing))
+    assert history.returncode == 2
+    assert len(lines_with(history, f"root: {missing} is not a directory of runs")) == 1
+    assert records(user["root"]) == before and not missing.exists()

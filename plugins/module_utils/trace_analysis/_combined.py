@@ -172,6 +172,27 @@ def current_manifest(dest):
         return None
 
 
+def lost_nodes(previous, manifest):
+    """The nodes whose files ``previous`` (the tree already there) holds and ``manifest`` (the one just
+    collected) does not: a collection again while they do not answer would lose them."""
+    now = {entry["name"]: entry for entry in manifest["nodes"]}
+    lost = []
+    for entry in (previous or {}).get("nodes") or []:
+        found = now.get(entry.get("name")) or {}
+        if entry.get("files") and not (found.get("collected") or found.get("on_node")):
+            lost.append(str(entry.get("name")))
+    return lost
+
+
+def kept_line(dest, lost):
+    shown = ", ".join(lost[:5]) + (f" and {len(lost) - 5} more" if len(lost) > 5 else "")
+    return (
+        f"trace_collect: {dest} kept as it was: {len(lost)} nodes whose files it holds were not collected now "
+        f"({shown}); nothing written over it. Collect again once they answer, or into another directory "
+        "(-e aorta_results_dir=<new directory>)"
+    )
+
+
 def write(params, check_mode):
     """Build the tree for ``params`` (ARGUMENT_SPEC's keys, validated) and rename it into place
     unless ``check_mode``. Returns (result, failure): the task's result, and a message where the
@@ -186,7 +207,10 @@ def write(params, check_mode):
         with ThreadPoolExecutor(max_workers=max(1, min(len(nodes), UNPACK_THREADS))) as pool:
             entries = list(pool.map(lambda node: collect_node(node, staging), nodes))
         manifest = build_manifest(params, entries)
-        changed = current_manifest(dest) != manifest
+        previous = current_manifest(dest)
+        # Never a tree with fewer nodes' files over the one collected before: the record stays whole.
+        lost = lost_nodes(previous, manifest)
+        changed = previous != manifest and not lost
         if changed and not check_mode:
             _write_manifest(os.path.join(staging, "manifest.json"), manifest)
             old = None
@@ -208,6 +232,8 @@ def write(params, check_mode):
         "unreachable_nodes": manifest["unreachable_nodes"],
         "files": sum(len(e["files"]) for e in entries),
     }
+    if lost:
+        result["kept_previous"] = kept_line(dest, lost)
     return result, None
 
 

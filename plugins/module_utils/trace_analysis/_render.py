@@ -227,6 +227,14 @@ def _config(run: dict) -> str:
     return f"{base}; overrides: {words}" if words else f"{base}, no overrides"
 
 
+def _head(run: dict) -> str:
+    """The node that led the run, and the rendezvous address on its fabric."""
+    head = run.get("head")
+    if run.get("master"):
+        return f"{head or 'not recorded'}, rendezvous at {run['master']}"
+    return f"{head} (nothing launched)" if head else "not recorded"
+
+
 def _run_rows(run: dict) -> list:
     """The rows of run.json: status, id, times, image, config."""
     if not run.get("record"):
@@ -236,6 +244,7 @@ def _run_rows(run: dict) -> list:
     return [
         _row("run-status", "run status", run.get("message") or "", "ok" if status == "COMPLETED" else "bad", status),
         _row("run-id", "run id", str(run.get("run_id") or "not recorded")),
+        _row("run-head", "head", _head(run)),
         _row("run-time", "start, end, duration", _run_time(run)),
         _row("run-image", "image", image),
         _row("run-config", "Aorta config, overrides", _config(run)),

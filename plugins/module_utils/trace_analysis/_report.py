@@ -484,6 +484,8 @@ def run_summary(record: dict | None, path: str, report: dict) -> dict:
         "base_config": context.get("base_config"),
         "overrides": context.get("overrides"),
         "launch_mode": context.get("launch_mode"),
+        "head": record.get("head"),
+        "master": f"{record['master_addr']}:{record.get('master_port')}" if record.get("master_addr") else None,
         "nodes": context.get("nodes", len(record.get("nodes") or [])),
         # Left out by preflight (aorta_exclude_unhealthy) and the fingerprint fields that differ.
         "excluded": [

@@ -51,6 +51,28 @@ def test_a_bad_run_id_fails_naming_it_and_makes_nothing(play, tmp_path):
     assert not (tmp_path / "r").exists()
 
 
+def test_a_run_recorded_already_is_refused_to_a_run_and_a_watch_and_kept_by_a_collection(play, tmp_path):
+    """A run or a watch given the id of a recorded run would write a second record over the first:
+    refused in one line naming the run's status, nothing written. A collection adds its tree to the
+    recorded run, and keeps the run's own variables.json."""
+    recorded = tmp_path / "r" / "done"
+    recorded.mkdir(parents=True)
+    (recorded / "run.json").write_text(json.dumps({"run_id": "done", "status": "FAILED", "message": "node b died"}))
+    (recorded / "variables.json").write_text('{"aorta_run_id": "done"}')
+    before = {p: p.read_bytes() for p in recorded.rglob("*")}
+    given = {"aorta_run_id": "done", "aorta_results_root": str(tmp_path / "r")}
+    for purpose, said in (("run", "aorta_run_id: run done has ended"), ("watch", "watch: run done has ended")):
+        _rc, out = play({"aorta.cluster.run_start": {"purpose": purpose}}, given)
+        assert out["failed"] and out["msg"].startswith(said), out
+        assert f"recorded in {recorded / 'run.json'} (FAILED: node b died)" in out["msg"]
+        assert "aorta.cluster.trace_collect -e aorta_run_id=done" in out["msg"]
+        assert {p: p.read_bytes() for p in recorded.rglob("*")} == before
+    _rc, out = play({"aorta.cluster.run_start": {"purpose": "collect"}}, given)
+    assert not out.get("failed"), out
+    assert (recorded / "variables.json").read_text() == '{"aorta_run_id": "done"}'
+    assert (recorded / "run.json").read_bytes() == before[recorded / "run.json"]
+
+
 def test_the_runs_secret_is_random_or_the_environments_and_never_shown(play, tmp_path, monkeypatch):
     monkeypatch.delenv("AORTA_RUN_SECRET", raising=False)
     _rc, out = play({"aorta.cluster.run_start": {}}, {"aorta_results_root": str(tmp_path / "r")})

@@ -27,6 +27,7 @@ def test_the_entry_counts_the_finished_and_names_the_rest():
         "finished": 2,
         "not_finished": {"n2": "terminating"},
         "unreachable": [],
+        "not_in_this_stop": [],
     }
     line = stop_line("r1", entry, 4, "/r/run.json")
     assert line == (
@@ -48,6 +49,20 @@ def test_nodes_the_stop_could_not_reach_are_named_apart_with_what_happens_to_the
     line = stop_line("r1", every, 1000, "")
     assert line.startswith("stop r1: no node answered; 0 of 1000 nodes' supervisors finished; could not reach 1000: ")
     assert "n9 and 990 more (nothing asked" in line and len(line) < 400, line
+
+
+def test_nodes_a_limit_left_out_are_named_as_not_asked_never_as_removed():
+    """``stop --limit n2``: the nodes outside the play were neither asked nor torn down; the line
+    says so instead of listing them among those whose containers were removed."""
+    stops = {"h": {}, "n1": {}, "n2": {"state": "absent"}}
+    entry = stop_entry(stops, "me", NOW, played=["n2"])
+    assert entry["not_in_this_stop"] == ["h", "n1"] and entry["not_finished"] == {}
+    assert stop_line("r1", entry, 3, "/r/run.json", "h") == (
+        "stop r1: its head h was left out by --limit; 0 of 3 nodes' supervisors finished; left out by --limit, "
+        "nothing asked of them: h, n1 (run the stop without --limit to stop them); added to /r/run.json"
+    )
+    # Without a limit every node is in the play: the entry is as before.
+    assert stop_entry(stops, "me", NOW, played=["h", "n1", "n2"])["not_in_this_stop"] == []
 
 
 def test_the_line_stays_one_short_line_at_1000_nodes():

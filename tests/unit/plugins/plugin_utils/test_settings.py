@@ -97,6 +97,29 @@ def test_each_run_gets_its_own_ssh_master_unless_the_user_chose_a_control_path()
     assert mine._options["control_path"] == "/tmp/cp/%%h"
 
 
+def test_an_earlier_commands_master_is_never_reused_and_every_master_has_a_keepalive(monkeypatch):
+    """A stop and then a trace_collect of the same run id, from two ansible-playbook processes: the
+    second must not talk through the first's master (ControlPersist keeps it a minute), which a node
+    that hung since would hold for ever where no ServerAlive was set (ansible-core's own ssh_args)."""
+    node = {"timeout": 10, "control_path": None, "host": "10.0.0.1", "port": 22, "remote_user": "me"}
+    node.update(ssh_args="-C -o ControlMaster=auto -o ControlPersist=60s", ssh_common_args="", ssh_extra_args="")
+    paths = []
+    for parent in (100, 100, 200):
+        monkeypatch.setattr(_settings.os, "getppid", lambda parent=parent: parent)
+        connection = _Connection(node)
+        _settings.bound_connection(connection, 30, "run1")
+        paths.append(connection._options["control_path"])
+        assert connection._options["ssh_extra_args"] == "-o ServerAliveInterval=15"
+    assert paths[0] == paths[1] != paths[2]  # one master per ansible-playbook process
+    # The user's own keepalive, or extra args, are kept as given.
+    theirs = _Connection(dict(node, ssh_common_args="-o ServerAliveInterval=5"))
+    _settings.bound_connection(theirs, 30, "run1")
+    assert theirs._options["ssh_extra_args"] == ""
+    jump = _Connection(dict(node, ssh_extra_args="-o ProxyJump=bastion"))
+    _settings.bound_connection(jump, 30, "run1")
+    assert jump._options["ssh_extra_args"] == "-o ProxyJump=bastion -o ServerAliveInterval=15"
+
+
 def test_rank_order_takes_the_runs_order_once_computed_and_sorts_only_without_it():
     hostvars = {"b": {"aorta_node_rank": "1"}, "a": {"aorta_node_rank": 0}}
     kept = {"hostvars": dict(hostvars, localhost={"aorta_rank_order": ["a", "b"]})}

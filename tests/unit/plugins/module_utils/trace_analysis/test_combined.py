@@ -84,3 +84,28 @@ def test_a_node_pulled_later_replaces_a_leftover_and_one_with_no_file_is_marked_
     entry, error = _combined.adopt_pulled(str(dest), "h", {"files": [], "state": "ok"}, "asked")
     assert error == "" and entry["collected"] and not (dest / "node_0").exists()
     assert json.loads((dest / "manifest.json").read_text())["nodes_on_node"] == []
+
+
+def test_a_tree_is_never_replaced_by_one_that_lacks_a_node_whose_files_it_holds(tmp_path):
+    """trace_collect again while a node does not answer: the tree collected before keeps that node's
+    files (kept byte for byte, nothing renamed), and the result says so in one line naming it."""
+    dest = tmp_path / "combined_traces"
+    (dest / "node_0").mkdir(parents=True)
+    (dest / "node_0" / "rank0.json").write_text("{}")
+    held = entry(0, "a", [{"path": "rank0.json", "size": 2, "sha256": "x", "ranks": [0]}])
+    previous = _combined.build_manifest({"run_id": "r1", "expected_ranks": 1}, [held])
+    _combined._write_manifest(str(dest / "manifest.json"), previous)
+    before = {p: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()}
+    dead = {"rank": 0, "name": "a", "state": "unreachable", "error": "unreachable: ssh timed out", "files": []}
+    params = {"dest": str(dest), "run_id": "r1", "expected_ranks": 1, "nodes": [dead]}
+    result, failure = _combined.write(params, check_mode=False)
+    assert failure is None and result["changed"] is False and result["files"] == 0
+    assert result["kept_previous"] == (
+        f"trace_collect: {dest} kept as it was: 1 nodes whose files it holds were not collected now (a); "
+        "nothing written over it. Collect again once they answer, or into another directory "
+        "(-e aorta_results_dir=<new directory>)"
+    )
+    assert {p: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()} == before
+    # A node that held no file loses nothing: the new tree is written.
+    empty = _combined.build_manifest({"run_id": "r1", "expected_ranks": 1}, [entry(0, "a", [])])
+    assert _combined.lost_nodes(empty, _combined.build_manifest(params, [dict(dead, collected=False)])) == []

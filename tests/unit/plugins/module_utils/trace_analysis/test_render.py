@@ -141,12 +141,17 @@ def test_an_unknown_value_is_said_in_words_never_a_dash_in_a_sentence(tmp_path, 
     assert "sequence length -" not in throughput and "tokens/s" not in throughput.split("(")[0]
     assert throughput.endswith("; no tokens/s: the config has no dataset.sequence_length)")
     assert rows["run-config"]["text"] == "config/standin.yaml, no overrides"
+    # Who led the run: run.json's head, with the rendezvous on its fabric.
+    assert (
+        rows["run-head"]["text"] == f"{record['head']}, rendezvous at {record['master_addr']}:{record['master_port']}"
+    )
     # Every value missing from the run record.
     bare = dict(report, run={"record": "run.json", "status": None}, performance=dict(report["performance"]))
     bare["performance"].update(avg_step_time_ms=None, std_step_time_us=None, avg_iteration_time_ms=None)
     texts = {row["id"]: row["strong"] + " " + row["text"] for row in _render.opening_rows(bare)}
     assert texts["run-time"].strip() == "not recorded" and texts["run-image"].strip() == "not recorded"
     assert texts["run-id"].strip() == "not recorded" and texts["run-status"].startswith("unknown")
+    assert texts["run-head"].strip() == "not recorded"
     assert texts["step-time"].strip() == "not measured: no ProfilerStep#N in the traces"
     for key, text in [*texts.items(), *((r["id"], r["text"]) for r in _render.opening_rows(report))]:
         assert not DASH.search(text), (key, text)
