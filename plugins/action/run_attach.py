@@ -15,7 +15,7 @@ from ansible.plugins.action import ActionBase
 from ansible.utils.display import Display
 
 from ansible_collections.aorta.cluster.plugins.module_utils.node_runtime import _time_bounds
-from ansible_collections.aorta.cluster.plugins.plugin_utils import _settings
+from ansible_collections.aorta.cluster.plugins.plugin_utils import _record, _settings
 from ansible_collections.aorta.cluster.plugins.plugin_utils._controller import controller_identity
 
 display = Display()
@@ -117,6 +117,21 @@ def unreachable_node(purpose: str, why: str) -> dict[str, Any]:
     }
 
 
+def unconfirmed(run_id: str, states: dict[str, str]) -> str:
+    """Why a watch must record nothing of ``run_id``, or '': no node that answered holds it
+    (``states``: each node's run_attach state, in rank order). The head refuses an id it never ran;
+    with the head unreachable nothing would, and the plays after would record a FAILED run that
+    nobody confirmed."""
+    if any(state not in ("absent", "unreachable") for state in states.values()):
+        return ""
+    gone = [node for node, state in states.items() if state == "unreachable"]
+    more = f" and {len(gone) - 5} more" if len(gone) > 5 else ""
+    return (
+        f"watch: run {run_id}: no node that answered holds it ({len(gone)} of {len(states)} nodes not reached: "
+        f"{', '.join(gone[:5])}{more}); nothing recorded. Check -e aorta_run_id, or watch again once they answer"
+    )
+
+
 class ActionModule(ActionBase):
     TRANSFERS_FILES = False
     _VALID_ARGS = frozenset(("purpose",))
@@ -125,8 +140,8 @@ class ActionModule(ActionBase):
         result = super().run(tmp, task_vars)
         task_vars = task_vars or {}
         purpose = str(self._task.args.get("purpose") or "watch")
-        if purpose not in ("watch", "stop"):
-            result.update(failed=True, msg=f"purpose: watch or stop, not {purpose!r}")
+        if purpose not in ("watch", "stop", "confirm"):
+            result.update(failed=True, msg=f"purpose: watch, stop or confirm, not {purpose!r}")
             return result
         try:
             s = _settings.read(self._templar.template, task_vars, NAMES)
@@ -136,6 +151,14 @@ class ActionModule(ActionBase):
         run_id = str(s["aorta_run_id_resolved"])
         if not run_id:
             result.update(failed=True, msg="pass -e aorta_run_id=<id>: the run printed it at its start")
+            return result
+        if purpose == "confirm":  # on the controller, from every node's registered watch result
+            nodes = [str(n) for n in task_vars.get("ansible_play_hosts_all") or []]
+            hostvars = task_vars.get("hostvars") or {}
+            kept = _record.host_values(hostvars, nodes, ("aorta_attach",), self._templar.template)
+            states = {node: str(dict(kept[node].get("aorta_attach") or {}).get("state") or "absent") for node in nodes}
+            refused = unconfirmed(run_id, states)
+            result.update(changed=False, failed=bool(refused), msg=refused or f"run {run_id} is held by its nodes")
             return result
         _settings.bound_connection(self._connection, s["aorta_connect_timeout"], run_id)
         args = {"run_id": run_id, "directory": s["aorta_lease_dir"], "purpose": purpose}

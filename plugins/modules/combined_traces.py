@@ -19,8 +19,8 @@ description:
   - A node whose archive is missing, damaged or does not match is recorded in the manifest with
     the reason; the other nodes are still written. The module fails only when it cannot write.
   - Running it twice on the same inputs changes nothing.
-  - A tree already at O(dest) is never replaced by one that lacks a node whose files it holds (a
-    collection again while that node does not answer): it is kept as it was, and RV(kept_previous) says why.
+  - "A tree already at O(dest) is never replaced by one that lacks a node whose files it holds (a
+    collection again while that node does not answer): it is kept as it was, and RV(kept_previous) says why."
 author:
   - aorta.cluster maintainers (@aorta-cluster)
 options:
@@ -187,6 +187,11 @@ kept_previous:
   description: One line saying that the tree already at O(dest) was kept, naming the nodes whose files it
     holds and this collection did not get.
   returned: when the tree already there was kept
+  type: str
+found_nothing:
+  description: One line saying that no node gave a file of the run (an unknown id, nodes not reached, or the run's own
+    output directory not given), naming the nodes not reached; C(playbooks/trace_collect.yml) fails with it.
+  returned: when the tree holds no file
   type: str
 """
 

@@ -39,8 +39,12 @@ options:
         that launched nothing there and holds no lease fails, naming the run that holds the node, if any."
       - "V(stop): on the head, the same refusal; a run that has already ended is said in one line (nothing is left
         to stop) and the module does not fail."
+      - "V(confirm): once, on the controller, after every node's V(watch) (registered as C(aorta_attach)): with the
+        head unreachable nothing refuses an id it never ran, so a run that no node that answered holds fails here,
+        in one line naming the nodes not reached, and nothing is recorded for it. The action plugin answers it;
+        no node is contacted."
     type: str
-    choices: [watch, stop]
+    choices: [watch, stop, confirm]
     default: watch
   stop_reason:
     description:
@@ -219,7 +223,7 @@ def main():
         argument_spec={
             "run_id": {"type": "str", "required": True},
             "directory": {"type": "path", "default": "/var/tmp/aorta-cluster"},
-            "purpose": {"type": "str", "choices": ["watch", "stop"], "default": "watch"},
+            "purpose": {"type": "str", "choices": ["watch", "stop", "confirm"], "default": "watch"},
             "stop_reason": {"type": "str", "default": ""},
             "wait_seconds": {"type": "int", "default": 0},
             "grace_seconds": {"type": "int", "default": 0},
@@ -227,6 +231,8 @@ def main():
         supports_check_mode=True,
     )
     p = module.params
+    if p["purpose"] == "confirm":
+        module.fail_json(msg="purpose=confirm is answered on the controller, by the action plugin of the same name")
     found = attached(p["directory"], p["run_id"], time.time())
     asked, waited = False, 0.0
     if p["purpose"] == "stop" and not module.check_mode:

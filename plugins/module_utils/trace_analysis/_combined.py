@@ -193,6 +193,16 @@ def kept_line(dest, lost):
     )
 
 
+def nothing_line(run_id, nodes, gone):
+    """Why a collection that found no file did not do its job: an id no node ran, nodes that do not
+    answer, or the run's own variables left out (its output directory is elsewhere)."""
+    shown = (": " + ", ".join(gone[:5]) + (f" and {len(gone) - 5} more" if len(gone) > 5 else "")) if gone else ""
+    return (
+        f"trace_collect: no file of run {run_id} on any of its {nodes} nodes ({len(gone)} not reached{shown}): "
+        "check -e aorta_run_id, and pass the run's own -e (aorta_path, aorta_output_dir) as at its launch"
+    )
+
+
 def write(params, check_mode):
     """Build the tree for ``params`` (ARGUMENT_SPEC's keys, validated) and rename it into place
     unless ``check_mode``. Returns (result, failure): the task's result, and a message where the
@@ -234,6 +244,8 @@ def write(params, check_mode):
     }
     if lost:
         result["kept_previous"] = kept_line(dest, lost)
+    if not result["files"]:
+        result["found_nothing"] = nothing_line(params["run_id"], len(nodes), manifest["unreachable_nodes"])
     return result, None
 
 

@@ -10,7 +10,7 @@ from types import SimpleNamespace
 
 from ansible.errors import AnsibleConnectionFailure
 
-from ansible_collections.aorta.cluster.plugins.action.run_attach import ActionModule, attachment, stop_args
+from ansible_collections.aorta.cluster.plugins.action.run_attach import ActionModule, attachment, stop_args, unconfirmed
 from ansible_collections.aorta.cluster.plugins.module_utils.node_runtime import _time_bounds
 
 KEPT = {
@@ -134,3 +134,16 @@ def test_a_node_the_controller_cannot_reach_is_ended_as_unreachable_not_failed()
     task.args = {"purpose": "stop"}
     stopped = action.run(task_vars=task_vars)
     assert not stopped.get("failed") and stopped["state"] == "unreachable" and stopped["asked_head"] is False
+
+
+def test_a_watch_records_nothing_of_a_run_no_node_that_answered_holds():
+    """With the head unreachable, nothing refuses an id it never ran: the confirm step does, naming
+    the nodes not reached (five, then a count), unless some node that answered holds the run."""
+    assert unconfirmed("r1", {"h": "unreachable", "n1": "running", "n2": "absent"}) == ""
+    assert unconfirmed("r1", {"h": "unreachable", "n1": "excluded"}) == ""  # held by the run
+    assert unconfirmed("r1", {"h": "unreachable", "n1": "absent"}) == (
+        "watch: run r1: no node that answered holds it (1 of 2 nodes not reached: h); nothing recorded. "
+        "Check -e aorta_run_id, or watch again once they answer"
+    )
+    every = unconfirmed("r1", {f"n{i}": "unreachable" for i in range(1000)})
+    assert "(1000 of 1000 nodes not reached: n0, n1, n2, n3, n4 and 995 more)" in every and len(every) < 300

@@ -106,6 +106,11 @@ def test_a_tree_is_never_replaced_by_one_that_lacks_a_node_whose_files_it_holds(
         "(-e aorta_results_dir=<new directory>)"
     )
     assert {p: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()} == before
+    # Nothing came either: said apart, naming the node not reached (trace_collect.yml fails with it).
+    assert result["found_nothing"] == (
+        "trace_collect: no file of run r1 on any of its 1 nodes (1 not reached: a): check -e aorta_run_id, and "
+        "pass the run's own -e (aorta_path, aorta_output_dir) as at its launch"
+    )
     # A node that held no file loses nothing: the new tree is written.
     empty = _combined.build_manifest({"run_id": "r1", "expected_ranks": 1}, [entry(0, "a", [])])
     assert _combined.lost_nodes(empty, _combined.build_manifest(params, [dict(dead, collected=False)])) == []
