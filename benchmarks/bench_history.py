@@ -29,8 +29,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / ".collections"))
 
-from ansible_collections.aorta.cluster.plugins.plugin_utils import _history  # noqa: E402
-from ansible_collections.aorta.cluster.plugins.plugin_utils._run_context import effective_config  # noqa: E402
+from ansible_collections.aorta.cluster.plugins.plugin_utils.config._run_context import effective_config  # noqa: E402
+from ansible_collections.aorta.cluster.plugins.plugin_utils.results import _history  # noqa: E402
 
 RUNS, NODES, ADDS = 1000, 16, 7
 SAMPLE = json.loads((REPO / "docs" / "samples" / "run.json").read_text())

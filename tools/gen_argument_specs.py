@@ -1,6 +1,6 @@
 """Generate, from roles/variables.yml (the one hand-written home of the aorta_* vocabulary), the role
 aorta.cluster.defaults (the collection's only defaults/main.yml), every role's meta/argument_specs.yml
-and README, docs/variables.md and plugins/plugin_utils/_vocabulary.py (the names each step's action
+and README, docs/variables.md and plugins/plugin_utils/config/_vocabulary.py (the names each step's action
 plugin reads, the CVS key map).
 
 Every role depends on the role aorta.cluster.defaults (meta/main.yml), so no role carries a copy of
@@ -266,7 +266,7 @@ def render_all_defaults(registry: dict) -> str:
 def outputs(registry: dict) -> dict[Path, str]:
     files = {
         ROOT / "docs" / "variables.md": render_docs(registry),
-        ROOT / "plugins" / "plugin_utils" / "_vocabulary.py": render_vocabulary(registry),
+        ROOT / "plugins" / "plugin_utils" / "config" / "_vocabulary.py": render_vocabulary(registry),
         ROOT / "roles" / "defaults" / "defaults" / "main.yml": render_all_defaults(registry),
         ROOT / "roles" / "defaults" / "meta" / "argument_specs.yml": render_defaults_spec(registry),
     }

@@ -10,8 +10,8 @@ from typing import Any
 from ansible.errors import AnsibleError
 from ansible.plugins.action import ActionBase
 
-from ansible_collections.aorta.cluster.plugins.plugin_utils._cluster_file import partial_cluster
-from ansible_collections.aorta.cluster.plugins.plugin_utils._variables import RULES, check, unknown_names
+from ansible_collections.aorta.cluster.plugins.plugin_utils.cluster._cluster_file import partial_cluster
+from ansible_collections.aorta.cluster.plugins.plugin_utils.config._variables import RULES, check, unknown_names
 
 
 def _aorta_names(names: Any) -> list[str]:

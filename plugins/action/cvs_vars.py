@@ -15,8 +15,8 @@ from ansible.errors import AnsibleError
 from ansible.plugins.action import ActionBase
 from ansible.utils.display import Display
 
-from ansible_collections.aorta.cluster.plugins.plugin_utils._cvs_config import cvs_config
-from ansible_collections.aorta.cluster.plugins.plugin_utils._launch import LaunchError
+from ansible_collections.aorta.cluster.plugins.plugin_utils.config._cvs_config import cvs_config
+from ansible_collections.aorta.cluster.plugins.plugin_utils.launch._launch import LaunchError
 
 display = Display()
 

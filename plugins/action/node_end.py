@@ -15,11 +15,17 @@ from ansible.errors import AnsibleConnectionFailure, AnsibleError
 
 from ansible_collections.aorta.cluster.plugins.action.run_wait import ActionModule as WaitAction
 from ansible_collections.aorta.cluster.plugins.module_utils.trace_analysis import _node_summary
-from ansible_collections.aorta.cluster.plugins.plugin_utils import _collect_plan, _interrupt, _pull, _settings, _stream
-from ansible_collections.aorta.cluster.plugins.plugin_utils._controller import controller_identity
-from ansible_collections.aorta.cluster.plugins.plugin_utils._launch import override_of
-from ansible_collections.aorta.cluster.plugins.plugin_utils._run import node_state, silent_reasons, torchrun_failure
-from ansible_collections.aorta.cluster.plugins.plugin_utils._vocabulary import READ_BY
+from ansible_collections.aorta.cluster.plugins.plugin_utils.cluster._controller import controller_identity
+from ansible_collections.aorta.cluster.plugins.plugin_utils.collect import _collect_plan, _pull, _stream
+from ansible_collections.aorta.cluster.plugins.plugin_utils.config import _settings
+from ansible_collections.aorta.cluster.plugins.plugin_utils.config._vocabulary import READ_BY
+from ansible_collections.aorta.cluster.plugins.plugin_utils.launch._launch import override_of
+from ansible_collections.aorta.cluster.plugins.plugin_utils.results._run import (
+    node_state,
+    silent_reasons,
+    torchrun_failure,
+)
+from ansible_collections.aorta.cluster.plugins.plugin_utils.watch import _interrupt
 
 # The variables this step reads: the role trace_collect's, in roles/variables.yml.
 NAMES = READ_BY["trace_collect"]
@@ -377,7 +383,7 @@ class ActionModule(WaitAction):
         return self._vars.get("ansible_python_interpreter")
 
     def _streamed(self, s: dict[str, Any], record: dict[str, Any], argv: list[bytes], local: str) -> dict[str, Any]:
-        """Pack, transfer and unpack at once (plugin_utils/_stream.py), at most aorta_collect_parallel
+        """Pack, transfer and unpack at once (plugin_utils/collect/_stream.py), at most aorta_collect_parallel
         nodes at a time; a dropped stream is retried whole."""
         results_dir = str(s["aorta_results_dir_resolved"])
         tree = _pull.staging_tree(results_dir, int(s["aorta_node_rank"]))

@@ -16,15 +16,12 @@ from ansible.plugins.action import ActionBase
 from ansible.utils.display import Display
 
 from ansible_collections.aorta.cluster.plugins.action.node_prepare import excluded_nodes, head_file
-from ansible_collections.aorta.cluster.plugins.plugin_utils import (
-    _collect_plan,
-    _health_verdict,
-    _interrupt,
-    _launch,
-    _plan,
-    _record,
-    _settings,
-)
+from ansible_collections.aorta.cluster.plugins.plugin_utils.cluster import _health_verdict
+from ansible_collections.aorta.cluster.plugins.plugin_utils.collect import _collect_plan
+from ansible_collections.aorta.cluster.plugins.plugin_utils.config import _settings
+from ansible_collections.aorta.cluster.plugins.plugin_utils.launch import _launch, _plan
+from ansible_collections.aorta.cluster.plugins.plugin_utils.results import _record
+from ansible_collections.aorta.cluster.plugins.plugin_utils.watch import _interrupt
 
 display = Display()
 

@@ -9,7 +9,7 @@ from typing import Any
 
 from ansible.plugins.action import ActionBase
 
-from ansible_collections.aorta.cluster.plugins.plugin_utils._controller import controller_identity
+from ansible_collections.aorta.cluster.plugins.plugin_utils.cluster._controller import controller_identity
 
 
 class ActionModule(ActionBase):

@@ -14,13 +14,14 @@ from ansible.utils.display import Display
 from ansible_collections.aorta.cluster.plugins.action.node_probe import ActionModule as ProbeAction
 from ansible_collections.aorta.cluster.plugins.module_utils.node_runtime import _time_bounds
 from ansible_collections.aorta.cluster.plugins.module_utils.node_runtime._probe import PULL_ANSWER_S
-from ansible_collections.aorta.cluster.plugins.plugin_utils import _collect_plan, _settings
-from ansible_collections.aorta.cluster.plugins.plugin_utils._cluster_file import partial_cluster
-from ansible_collections.aorta.cluster.plugins.plugin_utils._launch import LaunchError, launch_mode
-from ansible_collections.aorta.cluster.plugins.plugin_utils._preflight import archive_images, message
-from ansible_collections.aorta.cluster.plugins.plugin_utils._record import shorten_failure
-from ansible_collections.aorta.cluster.plugins.plugin_utils._tools import pyspy_plan
-from ansible_collections.aorta.cluster.plugins.plugin_utils._vocabulary import READ_BY
+from ansible_collections.aorta.cluster.plugins.plugin_utils.cluster._cluster_file import partial_cluster
+from ansible_collections.aorta.cluster.plugins.plugin_utils.cluster._preflight import archive_images, message
+from ansible_collections.aorta.cluster.plugins.plugin_utils.collect import _collect_plan
+from ansible_collections.aorta.cluster.plugins.plugin_utils.config import _settings
+from ansible_collections.aorta.cluster.plugins.plugin_utils.config._vocabulary import READ_BY
+from ansible_collections.aorta.cluster.plugins.plugin_utils.launch._launch import LaunchError, launch_mode
+from ansible_collections.aorta.cluster.plugins.plugin_utils.launch._tools import pyspy_plan
+from ansible_collections.aorta.cluster.plugins.plugin_utils.results._record import shorten_failure
 
 display = Display()
 

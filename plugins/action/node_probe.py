@@ -10,10 +10,13 @@ from typing import Any
 
 from ansible.plugins.action import ActionBase
 
-from ansible_collections.aorta.cluster.plugins.plugin_utils import _health_verdict
-from ansible_collections.aorta.cluster.plugins.plugin_utils._controller import controller_identity, owner_is_gone
-from ansible_collections.aorta.cluster.plugins.plugin_utils._preflight import judge
-from ansible_collections.aorta.cluster.plugins.plugin_utils._tools import pyspy_plan
+from ansible_collections.aorta.cluster.plugins.plugin_utils.cluster import _health_verdict
+from ansible_collections.aorta.cluster.plugins.plugin_utils.cluster._controller import (
+    controller_identity,
+    owner_is_gone,
+)
+from ansible_collections.aorta.cluster.plugins.plugin_utils.cluster._preflight import judge
+from ansible_collections.aorta.cluster.plugins.plugin_utils.launch._tools import pyspy_plan
 
 
 def link_facts(derived: dict[str, Any], links: dict[str, Any]) -> None:

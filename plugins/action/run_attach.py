@@ -15,8 +15,9 @@ from ansible.plugins.action import ActionBase
 from ansible.utils.display import Display
 
 from ansible_collections.aorta.cluster.plugins.module_utils.node_runtime import _time_bounds
-from ansible_collections.aorta.cluster.plugins.plugin_utils import _record, _settings
-from ansible_collections.aorta.cluster.plugins.plugin_utils._controller import controller_identity
+from ansible_collections.aorta.cluster.plugins.plugin_utils.cluster._controller import controller_identity
+from ansible_collections.aorta.cluster.plugins.plugin_utils.config import _settings
+from ansible_collections.aorta.cluster.plugins.plugin_utils.results import _record
 
 display = Display()
 

@@ -10,7 +10,7 @@ from typing import Any
 
 from ansible.plugins.action import ActionBase
 
-from ansible_collections.aorta.cluster.plugins.plugin_utils import _record
+from ansible_collections.aorta.cluster.plugins.plugin_utils.results import _record
 
 
 class ActionModule(ActionBase):

@@ -11,7 +11,7 @@ from typing import Any
 
 from ansible.plugins.action import ActionBase
 
-from ansible_collections.aorta.cluster.plugins.plugin_utils import _history
+from ansible_collections.aorta.cluster.plugins.plugin_utils.results import _history
 
 
 class ActionModule(ActionBase):

@@ -16,8 +16,9 @@ from ansible.module_utils.parsing.convert_bool import boolean
 from ansible.plugins.action import ActionBase
 from ansible.utils.display import Display
 
-from ansible_collections.aorta.cluster.plugins.plugin_utils import _console, _outcome
-from ansible_collections.aorta.cluster.plugins.plugin_utils._vocabulary import DEFAULTS
+from ansible_collections.aorta.cluster.plugins.plugin_utils.config._vocabulary import DEFAULTS
+from ansible_collections.aorta.cluster.plugins.plugin_utils.results import _outcome
+from ansible_collections.aorta.cluster.plugins.plugin_utils.watch import _console
 
 display = Display()
 

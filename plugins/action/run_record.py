@@ -6,7 +6,7 @@
 The run's record was a chain of set_fact tasks, each a Jinja expression over every node's
 hostvars, templated in ansible-playbook's single main process; the node rows, the head and the
 rank count were each worked out in several of them. Here every node's variables are read once
-and plugin_utils/_record.py computes each figure once.
+and plugin_utils/results/_record.py computes each figure once.
 """
 
 from __future__ import annotations
@@ -19,9 +19,10 @@ from typing import Any
 from ansible.errors import AnsibleError
 from ansible.plugins.action import ActionBase
 
-from ansible_collections.aorta.cluster.plugins.plugin_utils import _interrupt, _record
-from ansible_collections.aorta.cluster.plugins.plugin_utils._cluster_file import ClusterFileError
-from ansible_collections.aorta.cluster.plugins.plugin_utils._settings import write_text_atomic
+from ansible_collections.aorta.cluster.plugins.plugin_utils.cluster._cluster_file import ClusterFileError
+from ansible_collections.aorta.cluster.plugins.plugin_utils.config._settings import write_text_atomic
+from ansible_collections.aorta.cluster.plugins.plugin_utils.results import _record
+from ansible_collections.aorta.cluster.plugins.plugin_utils.watch import _interrupt
 
 # The run_context role sets the first two (on localhost, handed to the nodes' plays as play vars);
 # the role aorta.cluster.defaults gives the rest their defaults.
@@ -73,7 +74,7 @@ class ActionModule(ActionBase):
         try:
             settings = {name: template(task_vars[name]) for name in REQUIRED}
             settings.update({name: template(task_vars.get(name, default)) for name, default in OPTIONAL.items()})
-            # The user's first Ctrl-C or SIGTERM on the controller (plugin_utils/_interrupt.py): STOPPED.
+            # The user's first Ctrl-C or SIGTERM on the controller (plugin_utils/watch/_interrupt.py): STOPPED.
             settings["aorta_stop_request"] = _interrupt.requested()
             groups = task_vars.get("groups") or {}
             hostvars = task_vars.get("hostvars") or {}

@@ -14,10 +14,15 @@ from ansible.errors import AnsibleError
 from ansible.plugins.action import ActionBase
 from ansible.utils.display import Display
 
-from ansible_collections.aorta.cluster.plugins.plugin_utils import _console, _interrupt
-from ansible_collections.aorta.cluster.plugins.plugin_utils._run_id import RunStartError, make_dirs, run_secret, start
-from ansible_collections.aorta.cluster.plugins.plugin_utils._settings import in_rank_order, read_json_object
-from ansible_collections.aorta.cluster.plugins.plugin_utils._vocabulary import USER
+from ansible_collections.aorta.cluster.plugins.plugin_utils.config._settings import in_rank_order, read_json_object
+from ansible_collections.aorta.cluster.plugins.plugin_utils.config._vocabulary import USER
+from ansible_collections.aorta.cluster.plugins.plugin_utils.launch._run_id import (
+    RunStartError,
+    make_dirs,
+    run_secret,
+    start,
+)
+from ansible_collections.aorta.cluster.plugins.plugin_utils.watch import _console, _interrupt
 
 display = Display()
 

@@ -3,7 +3,7 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 
 """The controller side of aorta.cluster.run_wait (documented in plugins/modules/run_wait.py); its
-loop is plugin_utils/_watch.py's ``node_wait``, the same as the head's watch."""
+loop is plugin_utils/watch/_watch.py's ``node_wait``, the same as the head's watch."""
 
 from __future__ import annotations
 
@@ -15,9 +15,9 @@ from ansible.errors import AnsibleConnectionFailure
 from ansible.plugins.action import ActionBase
 from ansible.utils.display import Display
 
-from ansible_collections.aorta.cluster.plugins.plugin_utils import _watch
-from ansible_collections.aorta.cluster.plugins.plugin_utils._progress import named_silent
-from ansible_collections.aorta.cluster.plugins.plugin_utils._vocabulary import DEFAULTS
+from ansible_collections.aorta.cluster.plugins.plugin_utils.config._vocabulary import DEFAULTS
+from ansible_collections.aorta.cluster.plugins.plugin_utils.watch import _watch
+from ansible_collections.aorta.cluster.plugins.plugin_utils.watch._progress import named_silent
 
 display = Display()
 

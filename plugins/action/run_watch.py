@@ -3,7 +3,7 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 
 """The controller side of aorta.cluster.run_watch (documented in plugins/modules/run_watch.py); its
-loop is plugin_utils/_watch.py's ``watch``, the same as each node's own wait."""
+loop is plugin_utils/watch/_watch.py's ``watch``, the same as each node's own wait."""
 
 from __future__ import annotations
 
@@ -16,8 +16,8 @@ from ansible.plugins.action import ActionBase
 from ansible.utils.display import Display
 
 from ansible_collections.aorta.cluster.plugins.module_utils.node_runtime import _aggregator
-from ansible_collections.aorta.cluster.plugins.plugin_utils import _console, _interrupt, _watch
-from ansible_collections.aorta.cluster.plugins.plugin_utils._vocabulary import DEFAULTS
+from ansible_collections.aorta.cluster.plugins.plugin_utils.config._vocabulary import DEFAULTS
+from ansible_collections.aorta.cluster.plugins.plugin_utils.watch import _console, _interrupt, _watch
 
 display = Display()
 
@@ -77,7 +77,7 @@ class ActionModule(ActionBase):
         result: dict[str, Any],
     ) -> Callable[[], _watch.Reading]:
         """``read``, that first tells the head once the user asked the run to stop on the controller
-        (the first Ctrl-C or SIGTERM: plugin_utils/_interrupt.py): one command writes the head's stop
+        (the first Ctrl-C or SIGTERM: plugin_utils/watch/_interrupt.py): one command writes the head's stop
         request, which its aggregator turns into every node's stop. When ansible-playbook is gone (a
         SIGKILL: an AWX cancel), this worker, which leads a process group of its own, ends too
         instead of polling the head on its own: the nodes keep the run (aorta_orphan_grace_seconds)."""

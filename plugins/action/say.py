@@ -10,7 +10,7 @@ from typing import Any
 from ansible.plugins.action import ActionBase
 from ansible.utils.display import Display
 
-from ansible_collections.aorta.cluster.plugins.plugin_utils import _console
+from ansible_collections.aorta.cluster.plugins.plugin_utils.watch import _console
 
 display = Display()
 

@@ -13,9 +13,10 @@ from typing import Any
 from ansible.plugins.action import ActionBase
 from ansible.utils.display import Display
 
-from ansible_collections.aorta.cluster.plugins.plugin_utils import _record, _settings
-from ansible_collections.aorta.cluster.plugins.plugin_utils._controller import controller_identity
-from ansible_collections.aorta.cluster.plugins.plugin_utils._run_id import results_dir
+from ansible_collections.aorta.cluster.plugins.plugin_utils.cluster._controller import controller_identity
+from ansible_collections.aorta.cluster.plugins.plugin_utils.config import _settings
+from ansible_collections.aorta.cluster.plugins.plugin_utils.launch._run_id import results_dir
+from ansible_collections.aorta.cluster.plugins.plugin_utils.results import _record
 
 display = Display()
 

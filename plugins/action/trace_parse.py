@@ -9,7 +9,7 @@ often set for every host, implicit localhost included: a Python without msgspec 
 decoder), or without the Jinja2 that draws report.html. Here it runs where ansible-playbook runs.
 
 What the task leaves out and the run's nodes know (their summaries, clock offsets, ranks per node)
-is read here from their registered results, once each (plugin_utils/_record.py), instead of
+is read here from their registered results, once each (plugin_utils/results/_record.py), instead of
 Jinja loops over every node's hostvars in the role.
 """
 
@@ -21,8 +21,9 @@ from typing import Any, ClassVar
 from ansible.plugins.action import ActionBase
 
 from ansible_collections.aorta.cluster.plugins.module_utils.trace_analysis._report import TASK_ARGUMENT_SPEC, run_task
-from ansible_collections.aorta.cluster.plugins.plugin_utils import _collect_plan, _judging, _record
-from ansible_collections.aorta.cluster.plugins.plugin_utils._vocabulary import DEFAULTS
+from ansible_collections.aorta.cluster.plugins.plugin_utils.collect import _collect_plan
+from ansible_collections.aorta.cluster.plugins.plugin_utils.config._vocabulary import DEFAULTS
+from ansible_collections.aorta.cluster.plugins.plugin_utils.results import _judging, _record
 
 # Where the play has none of them (a task outside the collection's plays): the variables' defaults.
 # One name each (Ansible's documentation reader cannot read a tuple assignment at module level).

@@ -19,8 +19,8 @@ from ansible.plugins.action import ActionBase
 
 from ansible_collections.aorta.cluster.plugins.action.node_end import ActionModule as NodeEnd
 from ansible_collections.aorta.cluster.plugins.module_utils.trace_analysis import _combined
-from ansible_collections.aorta.cluster.plugins.plugin_utils import _settings
-from ansible_collections.aorta.cluster.plugins.plugin_utils._vocabulary import DEFAULTS
+from ansible_collections.aorta.cluster.plugins.plugin_utils.config import _settings
+from ansible_collections.aorta.cluster.plugins.plugin_utils.config._vocabulary import DEFAULTS
 
 ARGUMENT_SPEC = {
     "node": {"type": "str", "required": True},

@@ -7,7 +7,9 @@ from __future__ import annotations
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.aorta.cluster.plugins.plugin_utils._cluster_file import partial_cluster as _partial_cluster
+from ansible_collections.aorta.cluster.plugins.plugin_utils.cluster._cluster_file import (
+    partial_cluster as _partial_cluster,
+)
 
 
 def partial_cluster(selected, total=None):

@@ -99,7 +99,8 @@ import os
 from ansible.plugins.inventory import BaseInventoryPlugin, Cacheable, Constructable
 from ansible.utils.unsafe_proxy import wrap_var
 
-from ansible_collections.aorta.cluster.plugins.plugin_utils import _cluster_file, _console
+from ansible_collections.aorta.cluster.plugins.plugin_utils.cluster import _cluster_file
+from ansible_collections.aorta.cluster.plugins.plugin_utils.watch import _console
 
 
 class ClusterFileRejected(SystemExit):

@@ -63,7 +63,7 @@ from ansible.plugins.lookup import LookupBase
 from ansible.utils.display import Display
 from ansible.utils.unsafe_proxy import wrap_var
 
-from ansible_collections.aorta.cluster.plugins.plugin_utils import _cluster_file
+from ansible_collections.aorta.cluster.plugins.plugin_utils.cluster import _cluster_file
 
 
 class LookupModule(LookupBase):

@@ -51,7 +51,7 @@ import os
 
 from ansible.plugins.lookup import LookupBase
 
-from ansible_collections.aorta.cluster.plugins.plugin_utils import _interrupt
+from ansible_collections.aorta.cluster.plugins.plugin_utils.watch import _interrupt
 
 
 def _stderr(line: str) -> None:

@@ -23,7 +23,7 @@ description:
     nodes, whatever their size; a term that names no node the manifest lists C(on_node) fails the lookup,
     naming it and why."
   - "Empty when the run was not sampled (no node's traces were left on it) or has no manifest."
-  - The plan is computed here, in the controller's Python (plugins/plugin_utils/_collect_plan.py), not in Jinja.
+  - The plan is computed here, in the controller's Python (plugins/plugin_utils/collect/_collect_plan.py), not in Jinja.
 options:
   _terms:
     description: Nodes asked for by name or rank; none means the plan after the report.
@@ -54,9 +54,9 @@ from ansible.errors import AnsibleLookupError
 from ansible.plugins.lookup import LookupBase
 from ansible.utils.display import Display
 
-from ansible_collections.aorta.cluster.plugins.plugin_utils import _collect_plan
-from ansible_collections.aorta.cluster.plugins.plugin_utils._settings import read_json_object
-from ansible_collections.aorta.cluster.plugins.plugin_utils._vocabulary import DEFAULTS
+from ansible_collections.aorta.cluster.plugins.plugin_utils.collect import _collect_plan
+from ansible_collections.aorta.cluster.plugins.plugin_utils.config._settings import read_json_object
+from ansible_collections.aorta.cluster.plugins.plugin_utils.config._vocabulary import DEFAULTS
 
 display = Display()
 

@@ -15,7 +15,7 @@ version_added: 0.1.0
 description:
   - "Refuses, launching nothing, once the user interrupted ansible-playbook (the first Ctrl-C or SIGTERM:
     the lookup aorta.cluster.interrupts): the launch play's rescue then tears down what preflight holds."
-  - "Builds the node's plan in the controller's Python (plugin_utils/_plan.py C(node_launch)): container
+  - "Builds the node's plan in the controller's Python (plugin_utils/launch/_plan.py C(node_launch)): container
     name, run and diagnostics directories, C(docker run) argv, launch mode, rendezvous (the head's fabric
     address and the port its M(aorta.cluster.node_prepare) picked), nproc, deadlines, the torchrun argv
     with one C(--override) group, the environment and the launch script."

@@ -19,8 +19,15 @@ import pytest
 from ansible_collections.aorta.cluster.plugins.action import trace_parse
 from ansible_collections.aorta.cluster.plugins.module_utils.trace_analysis import _baseline
 from ansible_collections.aorta.cluster.plugins.module_utils.trace_analysis._thresholds import check_thresholds
-from ansible_collections.aorta.cluster.plugins.plugin_utils import _diagnosis, _history, _junit, _outcome, _record, _run
-from ansible_collections.aorta.cluster.plugins.plugin_utils._vocabulary import DEFAULTS
+from ansible_collections.aorta.cluster.plugins.plugin_utils.config._vocabulary import DEFAULTS
+from ansible_collections.aorta.cluster.plugins.plugin_utils.results import (
+    _diagnosis,
+    _history,
+    _junit,
+    _outcome,
+    _record,
+    _run,
+)
 
 REPO = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
@@ -217,7 +224,7 @@ def test_the_readme_check_names_what_is_missing_extra_or_twice():
 # docs/results.md's junit.xml, "no comparable run" and set_stats, as the code makes them.
 RESULTS_MD = REPO / "docs" / "results.md"
 SAMPLE_RUN = json.loads((REPO / "docs" / "samples" / "run.json").read_text())
-RUN_DATA = REPO / "tests" / "unit" / "plugins" / "plugin_utils" / "run_data"
+RUN_DATA = REPO / "tests" / "unit" / "plugins" / "plugin_utils" / "results" / "run_data"
 
 
 def section(text: str, title: str) -> str:

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from ansible_collections.aorta.cluster.plugins.module_utils.trace_analysis import _render, _report
-from ansible_collections.aorta.cluster.plugins.plugin_utils import _history
+from ansible_collections.aorta.cluster.plugins.plugin_utils.results import _history
 
 # Headless Chromium's start and render on the two cores: no other worker's runs beside it.
 pytestmark = pytest.mark.whole_machine

@@ -14,8 +14,8 @@ import pytest
 import yaml
 
 from ansible_collections.aorta.cluster.plugins.action import node_end, node_prepare
-from ansible_collections.aorta.cluster.plugins.plugin_utils import _plan
-from ansible_collections.aorta.cluster.plugins.plugin_utils._vocabulary import READ_BY
+from ansible_collections.aorta.cluster.plugins.plugin_utils.config._vocabulary import READ_BY
+from ansible_collections.aorta.cluster.plugins.plugin_utils.launch import _plan
 
 
 def _tool(repo):

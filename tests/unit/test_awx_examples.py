@@ -15,7 +15,7 @@ from ansible.plugins.loader import inventory_loader
 
 from ansible_collections.aorta.cluster.plugins.inventory import cluster_json
 from ansible_collections.aorta.cluster.plugins.module_utils.trace_analysis import _thresholds
-from ansible_collections.aorta.cluster.plugins.plugin_utils import _launch
+from ansible_collections.aorta.cluster.plugins.plugin_utils.launch import _launch
 
 REPO = Path(__file__).resolve().parents[2]
 AWX = REPO / "examples" / "awx"

@@ -70,3 +70,26 @@ def test_no_plugin_claims_a_version_after_the_collections_own():
             claimed[str(path.relative_to(REPO))] = match
     assert len(claimed) >= 20, claimed  # every module, filter, inventory and lookup says one
     assert {path: v for path, v in claimed.items() if _version(v) > release} == {}
+
+
+def test_the_readmes_layout_names_every_folder_of_the_controllers_and_the_nodes_code():
+    """A newcomer reads the pipeline from README.md's layout table: each concern folder of
+    plugin_utils and module_utils has its row (or is named in its parent's), and no row names a
+    folder the tree does not hold."""
+    readme = (REPO / "README.md").read_text()
+    folders = {
+        f"{kind}/{path.name}/"
+        for kind in ("plugin_utils", "module_utils")
+        for path in (REPO / "plugins" / kind).iterdir()
+        if path.is_dir() and path.name != "__pycache__"
+    }
+    assert {
+        folder for folder in folders if f"`{folder}`" not in readme and f"`{folder.split('/')[1]}/`" not in readme
+    } == set()
+    named = set(re.findall(r"`plugin_utils/(\w+)/`", readme))
+    assert {f"plugin_utils/{name}/" for name in named} <= folders
+    # Each plugin_utils folder in one row of its own.
+    rows = [line for line in readme.splitlines() if line.startswith("| `plugin_utils/")]
+    assert sorted(re.match(r"\| `(plugin_utils/\w+/)`", row).group(1) for row in rows) == sorted(
+        f for f in folders if f.startswith("plugin_utils/")
+    )

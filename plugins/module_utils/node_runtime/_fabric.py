@@ -12,7 +12,7 @@ a TCP connection from its fabric address reaches the head's fabric address. A re
 counts as reached (the head answered: the path works even if the rendezvous port is already
 closed); a timeout or "no route" does not. The head does not connect to itself: its own
 interface's state is its answer. The controller weighs every node's answer
-(``plugin_utils._run.fabric_suspects``).
+(``plugin_utils.results._run.fabric_suspects``).
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@
 """A node's health and fingerprint, read in the one probe (target side, stdlib only).
 
 Private to this collection. Runs on the node's Python (>= 3.9 syntax). It reads and parses, and
-judges nothing: the controller judges (plugin_utils/_health_verdict.py), so every rule is unit
+judges nothing: the controller judges (plugin_utils/cluster/_health_verdict.py), so every rule is unit
 tested once and the messages are the same whatever the node runs.
 
 Every tool runs bounded: in its own session, with a timeout, killed as a group when it overruns,

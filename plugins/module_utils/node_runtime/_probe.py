@@ -4,7 +4,7 @@
 """Everything preflight asks of a node, gathered in one module run (target side, stdlib only).
 
 Private to this collection. Runs on the node's Python (>= 3.9 syntax). It gathers facts and
-judges nothing: the controller judges them (plugin_utils/_preflight.py), so the rules are unit
+judges nothing: the controller judges them (plugin_utils/cluster/_preflight.py), so the rules are unit
 tested once and the messages stay the same whatever the node runs.
 
 ``run`` is a callable ``run(argv) -> (rc, stdout, stderr)`` (the module passes

@@ -9,7 +9,7 @@ head's aggregator read it on the node; the plan, preflight, the waits and the pl
 timeouts (the lookup aorta.cluster.time_bound) read it on the controller. A number changed here
 moves every bound built on it, so no two copies can disagree.
 
-The order that must hold, or the wrong party ends the run (tests/unit/plugins/plugin_utils/test_plan.py
+The order that must hold, or the wrong party ends the run (tests/unit/plugins/plugin_utils/launch/test_plan.py
 adds the supervisor's own waits up against it):
   supervisor's own end  <  the controller's wait  <  (an async wrapper's kill)  <  the container's sleep
 """

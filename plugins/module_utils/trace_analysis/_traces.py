@@ -311,7 +311,7 @@ def unpack_stream(stream, dest: str, label: str, compression: str, hashes=None, 
 
 
 if __name__ == "__main__":
-    # Sent to a node over SSH as `python3 - ROOT FLOOR COMPRESSION` (plugin_utils/_stream.py).
+    # Sent to a node over SSH as `python3 - ROOT FLOOR COMPRESSION` (plugin_utils/collect/_stream.py).
     try:
         pack_stream(sys.argv[1], float(sys.argv[2]), sys.argv[3])
     except (OSError, TraceError) as exc:

@@ -14,7 +14,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 from ansible_collections.aorta.cluster.plugins.action.combined_traces import ActionModule
-from ansible_collections.aorta.cluster.plugins.plugin_utils import _stream
+from ansible_collections.aorta.cluster.plugins.plugin_utils.collect import _stream
 
 
 def streamed(tmp_path, rank, name, ranks):

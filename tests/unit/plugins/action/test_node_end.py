@@ -12,8 +12,8 @@ from types import SimpleNamespace
 from test_node_prepare import PREPARE, leases, run_vars
 
 from ansible_collections.aorta.cluster.plugins.action.node_end import ActionModule, collect_floor
-from ansible_collections.aorta.cluster.plugins.plugin_utils import _pull
-from ansible_collections.aorta.cluster.plugins.plugin_utils._run import node_state
+from ansible_collections.aorta.cluster.plugins.plugin_utils.collect import _pull
+from ansible_collections.aorta.cluster.plugins.plugin_utils.results._run import node_state
 
 END = {"name": "End", "aorta.cluster.node_end": None, "register": "aorta_end"}
 

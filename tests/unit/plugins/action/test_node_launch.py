@@ -12,8 +12,8 @@ import pytest
 from test_node_prepare import PREPARE, head_without_its_checkout, leases, run_vars
 
 from ansible_collections.aorta.cluster.plugins.action.node_launch import ActionModule
-from ansible_collections.aorta.cluster.plugins.plugin_utils import _record
-from ansible_collections.aorta.cluster.plugins.plugin_utils._launch import LaunchError
+from ansible_collections.aorta.cluster.plugins.plugin_utils.launch._launch import LaunchError
+from ansible_collections.aorta.cluster.plugins.plugin_utils.results import _record
 
 LAUNCH = {"name": "Launch", "aorta.cluster.node_launch": None, "register": "aorta_launch"}
 

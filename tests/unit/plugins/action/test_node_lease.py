@@ -7,7 +7,7 @@ from __future__ import annotations
 from types import SimpleNamespace
 
 from ansible_collections.aorta.cluster.plugins.action.node_lease import ActionModule
-from ansible_collections.aorta.cluster.plugins.plugin_utils._controller import controller_identity
+from ansible_collections.aorta.cluster.plugins.plugin_utils.cluster._controller import controller_identity
 
 
 def run(args: dict) -> dict:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-DATA = Path(__file__).parents[1] / "plugin_utils" / "diagnosis_data"
+DATA = Path(__file__).parents[1] / "plugin_utils" / "results" / "diagnosis_data"
 
 
 def test_the_recorded_hang_is_diagnosed_and_a_bad_status_is_refused(play):

@@ -1,6 +1,6 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 """run_wait as ansible-playbook runs it (a local connection standing for the node): its task interface
-over plugin_utils/_watch.py's loop (tested there with scripted reads): a finished supervisor read once,
+over plugin_utils/watch/_watch.py's loop (tested there with scripted reads): a finished supervisor read once,
 its snapshot kept and the async results file removed; one that does not finish in time said."""
 
 from __future__ import annotations

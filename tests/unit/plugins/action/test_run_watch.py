@@ -9,7 +9,7 @@ import json
 import pytest
 
 from ansible_collections.aorta.cluster.plugins.action.run_watch import ActionModule
-from ansible_collections.aorta.cluster.plugins.plugin_utils import _interrupt
+from ansible_collections.aorta.cluster.plugins.plugin_utils.watch import _interrupt
 
 
 def test_a_finished_head_is_read_once_and_its_record_kept(tmp_path, play):
@@ -43,7 +43,7 @@ def test_a_finished_head_is_read_once_and_its_record_kept(tmp_path, play):
 
 
 def test_a_stop_the_user_asked_for_is_sent_to_the_head_once_before_the_next_read(tmp_path, monkeypatch):
-    """The first Ctrl-C on the controller (plugin_utils/_interrupt.py): the watch's next poll first
+    """The first Ctrl-C on the controller (plugin_utils/watch/_interrupt.py): the watch's next poll first
     writes the head's stop request (one command), then reads as before; never again."""
     monkeypatch.setenv(_interrupt.ENV, str(tmp_path))
     commands, said, result = [], [], {}

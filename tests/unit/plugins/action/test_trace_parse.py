@@ -13,7 +13,7 @@ from types import SimpleNamespace
 
 from ansible_collections.aorta.cluster.plugins.action.trace_parse import ActionModule, headline_lines
 from ansible_collections.aorta.cluster.plugins.module_utils.trace_analysis import _node_summary
-from ansible_collections.aorta.cluster.plugins.plugin_utils import _collect_plan
+from ansible_collections.aorta.cluster.plugins.plugin_utils.collect import _collect_plan
 
 
 def test_the_report_is_made_by_the_controllers_python_with_its_fast_decoder(play, tmp_path, combined_tree):

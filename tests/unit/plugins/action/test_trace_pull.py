@@ -13,7 +13,7 @@ import json
 from test_node_prepare import PREPARE, leases, run_vars
 
 from ansible_collections.aorta.cluster.plugins.module_utils.trace_analysis import _combined
-from ansible_collections.aorta.cluster.plugins.plugin_utils import _pull
+from ansible_collections.aorta.cluster.plugins.plugin_utils.collect import _pull
 
 END = {"name": "End", "aorta.cluster.node_end": None, "register": "aorta_end"}
 PULL = {

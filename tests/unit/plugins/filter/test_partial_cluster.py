@@ -1,6 +1,6 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 """The partial_cluster filter as Ansible loads it (by its FQCN) and as a play's template calls it;
-what it says is tested on plugin_utils/_cluster_file.py's partial_cluster."""
+what it says is tested on plugin_utils/cluster/_cluster_file.py's partial_cluster."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from ansible.parsing.dataloader import DataLoader
 from ansible.plugins.loader import filter_loader
 from ansible.template import Templar, trust_as_template
 
-from ansible_collections.aorta.cluster.plugins.plugin_utils._cluster_file import partial_cluster
+from ansible_collections.aorta.cluster.plugins.plugin_utils.cluster._cluster_file import partial_cluster
 
 
 def render(expression, **variables):

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from ansible.plugins.loader import lookup_loader
 
-from ansible_collections.aorta.cluster.plugins.plugin_utils import _interrupt
+from ansible_collections.aorta.cluster.plugins.plugin_utils.watch import _interrupt
 
 
 def test_the_hosts_come_back_and_the_handler_is_installed_once(monkeypatch):

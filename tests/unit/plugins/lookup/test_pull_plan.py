@@ -14,7 +14,7 @@ from ansible.parsing.dataloader import DataLoader
 from ansible.plugins.loader import lookup_loader
 from ansible.template import Templar
 
-from ansible_collections.aorta.cluster.plugins.plugin_utils import _collect_plan
+from ansible_collections.aorta.cluster.plugins.plugin_utils.collect import _collect_plan
 
 
 def query(*terms, **variables):

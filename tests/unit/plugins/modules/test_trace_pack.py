@@ -16,7 +16,7 @@ from ansible.module_utils.testing import patch_module_args
 
 from ansible_collections.aorta.cluster.plugins.module_utils.trace_analysis import _traces
 from ansible_collections.aorta.cluster.plugins.modules import combined_traces, trace_pack
-from ansible_collections.aorta.cluster.plugins.plugin_utils import _stream
+from ansible_collections.aorta.cluster.plugins.plugin_utils.collect import _stream
 
 
 def kineto(rank, world, events=3):

@@ -14,7 +14,7 @@ from ansible_collections.aorta.cluster.plugins.module_utils.trace_analysis impor
     _report,
     _thresholds,
 )
-from ansible_collections.aorta.cluster.plugins.plugin_utils._vocabulary import DEFAULTS
+from ansible_collections.aorta.cluster.plugins.plugin_utils.config._vocabulary import DEFAULTS
 
 STRAGGLERS = Path(__file__).parent / "straggler_data"
 

@@ -14,9 +14,9 @@ import shutil
 from pathlib import Path
 
 from ansible_collections.aorta.cluster.plugins.module_utils.trace_analysis import _render, _report, _stragglers
-from ansible_collections.aorta.cluster.plugins.plugin_utils._diagnosis import diagnose_run
+from ansible_collections.aorta.cluster.plugins.plugin_utils.results._diagnosis import diagnose_run
 
-DATA = Path(__file__).parents[2] / "plugin_utils" / "diagnosis_data"
+DATA = Path(__file__).parents[2] / "plugin_utils" / "results" / "diagnosis_data"
 STRAGGLERS = Path(__file__).parent / "straggler_data"
 
 
