@@ -47,6 +47,7 @@ from typing import Any
 
 from ansible_collections.aorta.cluster.plugins.module_utils.trace_analysis._stragglers import slow_link_evidence
 from ansible_collections.aorta.cluster.plugins.plugin_utils.results._diagnosis import where_it_was
+from ansible_collections.aorta.cluster.plugins.plugin_utils.results._run import how_it_ended
 
 STAGES = ("health", "launch", "run", "collect")
 MESSAGE_CHARS = 300
@@ -131,7 +132,7 @@ def _first_reason(run: Mapping[str, Any], row: Mapping[str, Any] | None) -> str:
     """What the others' run testcases say of the first failing node: what went wrong on it."""
     if row is None:
         return str(run.get("message") or "")
-    return "; ".join(_node_findings(run, row)) or f"{row.get('state')}, exit {row.get('exit_code')}"
+    return "; ".join(_node_findings(run, row)) or how_it_ended(row)
 
 
 def _behind_text(row: Mapping[str, Any]) -> str:
@@ -162,7 +163,7 @@ def _node_findings(run: Mapping[str, Any], row: Mapping[str, Any]) -> list[str]:
 def _node_reason(run: Mapping[str, Any], row: Mapping[str, Any]) -> str:
     """How the node's run ended, in a line: its state and exit code, then ``_node_findings``."""
     found = _node_findings(run, row)
-    head = f"{row.get('state')}, exit {row.get('exit_code')}"
+    head = how_it_ended(row)
     return f"{head}: {'; '.join(found)}" if found else head
 
 

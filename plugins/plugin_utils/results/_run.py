@@ -311,9 +311,16 @@ def fabric_text(fabric: Mapping[str, Any]) -> str:
     return f"fabric: no worker reached {fabric.get('head')}"
 
 
+def how_it_ended(node: Mapping[str, Any]) -> str:
+    """A node's state and its exit code, the code left out where none came back (an unreachable or
+    never-started node): no Python literal in a user's text."""
+    code = node.get("exit_code")
+    return f"{node.get('state')}, exit {code}" if code is not None else str(node.get("state"))
+
+
 def _describe(node: Mapping[str, Any], laggard: bool, trouble: str = "") -> str:
     failure = node.get("failure") or {}
-    text = f"{node.get('name')} ({node.get('state')}, exit {node.get('exit_code')}"
+    text = f"{node.get('name')} ({how_it_ended(node)}"
     if trouble:
         text += ", " + trouble
     if laggard:
@@ -334,7 +341,7 @@ def node_line(node: Mapping[str, Any]) -> str:
         str(node.get("rank")),
         str(node.get("name")),
         str(node.get("state")),
-        str(node.get("exit_code")),
+        "-" if node.get("exit_code") is None else str(node.get("exit_code")),
         node.get("vpc_ip") or "-",
         node.get("fabric_if") or "-",
         node.get("log") or "-",

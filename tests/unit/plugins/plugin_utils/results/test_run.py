@@ -153,7 +153,7 @@ def test_a_node_the_head_heard_nothing_from_is_named_first_with_the_heads_reason
     ]
     status = _run.run_status(nodes)
     assert status["status"] == "FAILED" and status["first_failure"] == "w2"
-    assert "w2 (unreachable, exit None, no heartbeat from w2 for 31 s)" in status["message"]
+    assert "w2 (unreachable, no heartbeat from w2 for 31 s)" in status["message"]  # no exit code came back
 
 
 def test_a_head_every_worker_lost_is_named_and_a_reported_failure_adds_no_row():
@@ -255,6 +255,11 @@ def test_node_line():
         }
     )
     assert "n1" in line and "ok" in line and "fabric 10.0.0.2 on eth1" in line and line.endswith("/r/logs/n1.log")
+    # No exit code came back (unreachable): a dash in its column, never Python's None.
+    gone = _run.node_line({"rank": 2, "name": "n2", "state": "unreachable", "exit_code": None})
+    assert "exit    -" in gone and "None" not in gone
+    assert _run.how_it_ended({"state": "unreachable", "exit_code": None}) == "unreachable"
+    assert _run.how_it_ended({"state": "failed", "exit_code": 1}) == "failed, exit 1"
 
 
 def test_setup_failure_names_every_node_whose_own_task_failed_not_the_reporter():
