@@ -15,6 +15,7 @@ from ansible.errors import AnsibleConnectionFailure, AnsibleError
 
 from ansible_collections.aorta.cluster.plugins.action.run_wait import ActionModule as WaitAction
 from ansible_collections.aorta.cluster.plugins.module_utils.trace_analysis import _node_summary
+from ansible_collections.aorta.cluster.plugins.module_utils.trace_analysis._traces import sha256_file
 from ansible_collections.aorta.cluster.plugins.plugin_utils.cluster._controller import controller_identity
 from ansible_collections.aorta.cluster.plugins.plugin_utils.collect import _collect_plan, _pull, _stream
 from ansible_collections.aorta.cluster.plugins.plugin_utils.config import _settings
@@ -418,7 +419,7 @@ class ActionModule(WaitAction):
                 self._connection.fetch_file(remote, local)
             except AnsibleError as exc:
                 raise _pull.PullError(str(exc)) from None
-            got = _pull.sha256_of(local)
+            got = sha256_file(local)
             if sha256 and got != sha256:
                 raise _pull.PullError(f"the archive's sha256 is {got}, the node packed {sha256}")
 

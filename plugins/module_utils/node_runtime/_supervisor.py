@@ -25,6 +25,7 @@ import time
 from ansible_collections.aorta.cluster.plugins.module_utils.node_runtime._fabric import (
     LINK_COUNTERS as LINK_ERROR_COUNTERS,
 )
+from ansible_collections.aorta.cluster.plugins.module_utils.node_runtime._files import write_text_atomic
 from ansible_collections.aorta.cluster.plugins.module_utils.node_runtime._time_bounds import (
     CLEANUP_COMMAND_S,
     DIAGNOSE_S,
@@ -120,11 +121,7 @@ def aggregate_path(directory, run_id):
 def write_json_atomic(path, record, mode=None):
     """Replace ``path`` with ``record`` so that a reader sees the old or the new file, never half;
     with ``mode``, the file has it from its first byte."""
-    tmp = f"{path}.{os.getpid()}.tmp"
-    opener = None if mode is None else (lambda name, flags: os.open(name, flags, mode))
-    with open(tmp, "w", opener=opener) as handle:
-        json.dump(record, handle, sort_keys=True)
-    os.replace(tmp, path)
+    write_text_atomic(path, json.dumps(record, sort_keys=True), mode)
 
 
 def read_tail(path, lines=300):

@@ -22,6 +22,7 @@ try:
 except ImportError:  # pragma: no cover - ansible-core requires Jinja2; module_utils guard their imports
     jinja2 = None  # type: ignore[assignment]
 
+from ansible_collections.aorta.cluster.plugins.module_utils.node_runtime._files import write_text_atomic
 from ansible_collections.aorta.cluster.plugins.module_utils.trace_analysis._analysis import TIMELINE_ROWS
 from ansible_collections.aorta.cluster.plugins.module_utils.trace_analysis._report_template import PAGE, VIEWS
 from ansible_collections.aorta.cluster.plugins.module_utils.trace_analysis._stragglers import (
@@ -65,8 +66,8 @@ def write_outputs(report: dict, out_dir: str) -> dict:
     report = {k: v for k, v in report.items() if k != "_timeline"}
     if timeline is not None:
         paths["timeline"] = os.path.join(out_dir, "timeline.json")
-        _atomic_write(paths["timeline"], json.dumps(timeline, separators=(",", ":")) + "\n")
-    _atomic_write(paths["report"], json.dumps(report, indent=2, sort_keys=False) + "\n")
+        write_text_atomic(paths["timeline"], json.dumps(timeline, separators=(",", ":")) + "\n")
+    write_text_atomic(paths["report"], json.dumps(report, indent=2, sort_keys=False) + "\n")
     buffer = io.StringIO()
     writer = csv.writer(buffer)
     writer.writerow([*CSV_COLUMNS, *(f"gpu_{row}_ms" for row in TIMELINE_ROWS)])
@@ -75,9 +76,9 @@ def write_outputs(report: dict, out_dir: str) -> dict:
         writer.writerow(
             [_cell(r, key) for _name, key in CSV_FIELDS] + [r["gpu_timeline"][row] for row in TIMELINE_ROWS]
         )
-    _atomic_write(paths["csv"], buffer.getvalue())
+    write_text_atomic(paths["csv"], buffer.getvalue())
     # Last: the page links the files written above, and those of the run beside it.
-    _atomic_write(paths["html"], render_html(report, out_dir))
+    write_text_atomic(paths["html"], render_html(report, out_dir))
     return paths
 
 
@@ -87,13 +88,6 @@ def _cell(row: dict, key: str):
     if key == "step_time_ms" and key not in row:
         return row.get("iteration_time_ms")
     return row.get(key)
-
-
-def _atomic_write(path: str, text: str) -> None:
-    tmp = path + ".tmp"
-    with open(tmp, "w") as handle:
-        handle.write(text)
-    os.replace(tmp, path)
 
 
 def _ranges(ranks) -> str:

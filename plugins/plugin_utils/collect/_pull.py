@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
-import hashlib
 import json
 import os
 import time
@@ -75,14 +74,6 @@ def staging_path(results_dir: str, rank: Any) -> str:
 def staging_tree(results_dir: str, rank: Any) -> str:
     """Where one node's streamed files are unpacked as they arrive (beside its archive's place)."""
     return os.path.join(results_dir, ".staging", f"node_{int(rank)}", "tree")
-
-
-def sha256_of(path: str, chunk: int = 1 << 20) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(chunk), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def manifest_row(

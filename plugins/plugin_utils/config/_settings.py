@@ -12,13 +12,15 @@ what grows with the node count. Defaults come from the play's role aorta.cluster
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
 import os
 import time
 from collections.abc import Iterable, Mapping
 from typing import Any
+
+# The one atomic write (node and controller side); its callers here import it from this module too.
+from ansible_collections.aorta.cluster.plugins.module_utils.node_runtime._files import write_text_atomic
 
 
 class SettingsError(Exception):
@@ -73,24 +75,6 @@ def plan_dir(results_dir: str) -> str:
     """The controller-side directory where one node's step leaves what the others need (the head's
     port and address): forked workers share no memory."""
     return os.path.join(results_dir, ".plan")
-
-
-def write_text_atomic(path: str, text: str, mode: int | None = None) -> None:
-    """``text`` into ``path`` through a temporary file beside it: a reader sees the old file or the
-    new one, never half. With ``mode``, the file has it from its first byte (it may hold the SSH
-    password); without, the umask's. The temporary file is removed when the write fails."""
-    tmp = f"{path}.{os.getpid()}.tmp"
-    opener = None if mode is None else (lambda name, flags: os.open(name, flags, mode))
-    try:
-        with open(tmp, "w", encoding="utf-8", opener=opener) as handle:
-            handle.write(text)
-        if mode is not None:
-            os.chmod(tmp, mode)  # the umask may have taken bits off
-        os.replace(tmp, path)
-    except OSError:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
 
 
 def write_json(path: str, data: Mapping[str, Any]) -> None:

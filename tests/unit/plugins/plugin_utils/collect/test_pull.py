@@ -5,6 +5,7 @@ import hashlib
 import threading
 import time
 
+from ansible_collections.aorta.cluster.plugins.module_utils.trace_analysis._traces import sha256_file
 from ansible_collections.aorta.cluster.plugins.plugin_utils.collect import _pull
 
 
@@ -44,10 +45,11 @@ def test_a_slot_is_freed_when_the_pull_raises(tmp_path):
 
 
 def test_the_archive_hash_is_read_in_chunks(tmp_path):
+    """The pull checks an archive with the one sha256 helper the nodes pack with (trace_analysis)."""
     path = tmp_path / "traces.tar"
-    data = b"x" * (3 * 1024 * 1024 + 7)
+    data = b"x" * (3 * 1024 * 1024 + 7)  # more than one chunk, and not a whole number of them
     path.write_bytes(data)
-    assert _pull.sha256_of(str(path), chunk=1 << 16) == hashlib.sha256(data).hexdigest()
+    assert sha256_file(str(path)) == hashlib.sha256(data).hexdigest()
 
 
 def test_a_node_row_names_its_archive_only_when_it_arrived():
