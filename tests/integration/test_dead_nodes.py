@@ -147,6 +147,17 @@ def test_trace_collect_limited_to_one_node_says_what_picks_nodes(user, standin_c
     assert records(user["root"]) == before
 
 
+def test_a_watch_limited_to_one_node_says_to_run_it_without_the_limit(user, standin_cluster):
+    node = standin_cluster.nodes[1]["mgmt_ip"]
+    before = records(user["root"])
+    proc, _seconds = play(user, standin_cluster, "watch", "--limit", node, aorta_run_id=ENDED)
+    assert proc.returncode == 2
+    (line,) = [x for x in proc.stdout.splitlines() if x.startswith(f"fatal: [{node}]")]
+    assert "watch: --limit left out localhost" in line and "run it without --limit" in line, line
+    assert "HostVarsVars" not in proc.stdout
+    assert records(user["root"]) == before
+
+
 def test_a_stop_of_an_id_no_node_holds_is_refused_naming_the_head(user, standin_cluster):
     head = standin_cluster.nodes[0]["mgmt_ip"]
     before = records(user["root"])
