@@ -184,11 +184,15 @@ def lost_nodes(previous, manifest):
     return lost
 
 
+def _first_names(names, first=5):
+    """The first ``first`` names and how many more: one bounded line at any node count."""
+    return ", ".join(names[:first]) + (f" and {len(names) - first} more" if len(names) > first else "")
+
+
 def kept_line(dest, lost):
-    shown = ", ".join(lost[:5]) + (f" and {len(lost) - 5} more" if len(lost) > 5 else "")
     return (
         f"trace_collect: {dest} kept as it was: {len(lost)} nodes whose files it holds were not collected now "
-        f"({shown}); nothing written over it. Collect again once they answer, or into another directory "
+        f"({_first_names(lost)}); nothing written over it. Collect again once they answer, or into another directory "
         "(-e aorta_results_dir=<new directory>)"
     )
 
@@ -196,7 +200,7 @@ def kept_line(dest, lost):
 def nothing_line(run_id, nodes, gone):
     """Why a collection that found no file did not do its job: an id no node ran, nodes that do not
     answer, or the run's own variables left out (its output directory is elsewhere)."""
-    shown = (": " + ", ".join(gone[:5]) + (f" and {len(gone) - 5} more" if len(gone) > 5 else "")) if gone else ""
+    shown = f": {_first_names(gone)}" if gone else ""
     return (
         f"trace_collect: no file of run {run_id} on any of its {nodes} nodes ({len(gone)} not reached{shown}): "
         "check -e aorta_run_id, and pass the run's own -e (aorta_path, aorta_output_dir) as at its launch"

@@ -111,6 +111,12 @@ def test_a_tree_is_never_replaced_by_one_that_lacks_a_node_whose_files_it_holds(
         "trace_collect: no file of run r1 on any of its 1 nodes (1 not reached: a): check -e aorta_run_id, and "
         "pass the run's own -e (aorta_path, aorta_output_dir) as at its launch"
     )
+    # At any node count, one bounded line: the first five names and how many more.
+    many = [f"n{i}" for i in range(1000)]
+    assert "1000 nodes whose files it holds were not collected now (n0, n1, n2, n3, n4 and 995 more)" in (
+        _combined.kept_line("/t", many)
+    )
+    assert "(1000 not reached: n0, n1, n2, n3, n4 and 995 more): check" in _combined.nothing_line("r1", 1000, many)
     # A node that held no file loses nothing: the new tree is written.
     empty = _combined.build_manifest({"run_id": "r1", "expected_ranks": 1}, [entry(0, "a", [])])
     assert _combined.lost_nodes(empty, _combined.build_manifest(params, [dict(dead, collected=False)])) == []
