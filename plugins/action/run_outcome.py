@@ -42,9 +42,15 @@ class ActionModule(ActionBase):
         fail_on_threshold = boolean(
             self._variable(task_vars, "aorta_fail_on_threshold", DEFAULTS["aorta_fail_on_threshold"]), strict=False
         )
+        ignores = self._variable(task_vars, "aorta_verdict_ignores", DEFAULTS["aorta_verdict_ignores"]) or []
         check_mode = bool(self._task.check_mode)
         try:
-            found = _outcome.finish(results_dir, ignore=[str(key) for key in ignore], write=not check_mode)
+            found = _outcome.finish(
+                results_dir,
+                ignore=[str(key) for key in ignore],
+                write=not check_mode,
+                verdict_ignores=[str(kind) for kind in ignores],
+            )
         except _outcome.OutcomeError as exc:
             result.update(failed=True, msg=str(exc))
             return result

@@ -21,6 +21,7 @@ from ansible.plugins.action import ActionBase
 
 from ansible_collections.aorta.cluster.plugins.plugin_utils.cluster._cluster_file import ClusterFileError
 from ansible_collections.aorta.cluster.plugins.plugin_utils.config._settings import write_text_atomic
+from ansible_collections.aorta.cluster.plugins.plugin_utils.config._vocabulary import DEFAULTS
 from ansible_collections.aorta.cluster.plugins.plugin_utils.results import _record
 from ansible_collections.aorta.cluster.plugins.plugin_utils.watch import _interrupt
 
@@ -38,6 +39,7 @@ OPTIONAL: dict[str, Any] = {
     "aorta_run_failure_message": "",
     "aorta_run_failure_nodes": [],
     "aorta_run_started_epoch": None,
+    "aorta_link_errors_min": DEFAULTS["aorta_link_errors_min"],
 }
 
 

@@ -73,6 +73,8 @@ def awx_stats(result: Mapping[str, Any]) -> dict[str, Any]:
         "aorta_slow_nodes": [node.get("node") for node in result.get("slow_nodes") or []],
         "aorta_thresholds_passed": (result.get("validation") or {}).get("passed"),
         "aorta_baseline_verdict": (result.get("baseline") or {}).get("verdict"),
+        # The run's one verdict (run_outcome's aorta_verdict after a run is the same).
+        "aorta_verdict": (result.get("verdict") or {}).get("verdict"),
     }
     return {"data": data, "per_host": False, "aggregate": True}
 
@@ -179,6 +181,10 @@ class ActionModule(ActionBase):
         after_run = bool(run_dir) and not self._task.args.get("traces_dir") and bool(_record.nodes_of(groups))
         if after_run:
             found["fail_on_threshold"] = False
+        found["fail_on_findings"] = not after_run
+        if "verdict_ignores" not in self._task.args:
+            ignores = self._variable(task_vars, "aorta_verdict_ignores", DEFAULTS["aorta_verdict_ignores"]) or []
+            found["verdict_ignores"] = [str(kind) for kind in ignores]
         default_ignore = DEFAULTS["aorta_baseline_ignore"]
         ignore = [str(key) for key in self._variable(task_vars, "aorta_baseline_ignore", default_ignore) or []]
         if not run_dir:  # trace_report.yml: the run whose traces these are, if any

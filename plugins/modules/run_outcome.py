@@ -16,20 +16,22 @@ description:
   - "The run's last task, on the controller, whatever happened before it (a setup failure too): reads
     C(run.json) in C(aorta_results_dir_resolved) and, when traces were analysed, its
     C(aorta_benchmark_report.json)."
-  - "The verdict is V(PASS) when the run COMPLETED and every CVS threshold that was judged holds,
-    else V(FAIL) with one reason per cause (the run's status and message, each threshold not met).
-    Findings (slow node, straggler, drift, baseline regression) never change it. The report's first
-    row says the same verdict (both come from the same function)."
+  - "The verdict is V(PASS) when the run COMPLETED, every CVS threshold that was judged holds and
+    nothing was found, else V(FAIL) with one reason per cause (the run's status and message, each
+    threshold not met, each finding: slow node, straggler, slow link, drift, link errors, a
+    regression against the baseline). A finding kind listed in C(aorta_verdict_ignores) is a note
+    instead. The report's first row says the same verdict (both come from the same function)."
   - "Writes the verdict into C(run.json) (key C(verdict)), C(junit.xml) beside it (one testsuite per
     run; a testcase per node and stage, per threshold and per finding) and the run's row into
     C(index.json) and C(index.html) of the results root (the results directory's parent), under a
     lock, each file replaced atomically. A history that cannot be written is a warning."
   - "Prints the verdict as one line (under 300 characters) and says in RV(fails_play) whether the play
-    must fail: when the run did not complete, or when a threshold was not met and
-    C(aorta_fail_on_threshold) is true (its default, as in CVS). The play's next task fails with
-    RV(line), after everything is written."
-  - "Reads C(aorta_results_dir_resolved), C(aorta_fail_on_threshold) and C(aorta_baseline_ignore)
-    (config keys left out of the history's fingerprint) from the play's variables."
+    must fail: when the run did not complete, when a finding was not ignored, or when a threshold
+    was not met and C(aorta_fail_on_threshold) is true (its default, as in CVS). The play's next
+    task fails with RV(line), after everything is written."
+  - "Reads C(aorta_results_dir_resolved), C(aorta_fail_on_threshold), C(aorta_verdict_ignores) and
+    C(aorta_baseline_ignore) (config keys left out of the history's fingerprint) from the play's
+    variables."
 author:
   - aorta.cluster maintainers (@aorta-cluster)
 options: {}
@@ -81,9 +83,20 @@ thresholds_failed:
   description: Whether a threshold was not met.
   returned: always
   type: bool
+findings:
+  description: The finding kinds that failed the verdict (e.g. V(slow_link)).
+  returned: always
+  type: list
+  elements: str
+ignored:
+  description: The finding kinds found but kept as notes (C(aorta_verdict_ignores)).
+  returned: always
+  type: list
+  elements: str
 fails_play:
   description:
-    - Whether the play must fail (the run did not complete, or a threshold failed and C(aorta_fail_on_threshold)).
+    - Whether the play must fail (the run did not complete, a finding was not ignored, or a threshold
+      failed and C(aorta_fail_on_threshold)).
   returned: always
   type: bool
 run_json:

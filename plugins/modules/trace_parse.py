@@ -26,6 +26,9 @@ description:
     the report naming the file; the others are still analysed.
   - CVS's C(expected_results) thresholds give pass or fail with the reason; with
     O(fail_on_threshold) a failed threshold fails the task.
+  - "The report's C(verdict) (the same function as M(aorta.cluster.run_outcome)'s) fails on the run's
+    status, each threshold not met and each finding (slow node, straggler, slow link, drift, link
+    errors, a regression against the baseline) not listed in O(verdict_ignores)."
 author:
   - aorta.cluster maintainers (@aorta-cluster)
 options:
@@ -86,6 +89,21 @@ options:
         after run.json, junit.xml and the history are written."
     type: bool
     default: false
+  fail_on_findings:
+    description:
+      - Fail the task when the verdict counted a finding (one not in O(verdict_ignores)).
+      - "The action sets it: true for a folder of traces given alone (C(trace_report.yml)), false
+        after a run, where M(aorta.cluster.run_outcome) fails the play once everything is written."
+    type: bool
+    default: false
+  verdict_ignores:
+    description:
+      - Finding kinds that do not fail the verdict (kept as notes), from C(aorta_verdict_ignores) when
+        left out; any of V(slow_node), V(straggler), V(slow_link), V(drift), V(link_errors),
+        V(baseline_regression).
+    type: list
+    elements: str
+    default: []
   gpus_per_node:
     description:
       - GPUs per node for the report's C(cluster) block.
@@ -287,7 +305,7 @@ ansible_stats:
       run): C(aorta_report_status), C(aorta_report), C(aorta_report_html), C(aorta_avg_iteration_time_ms),
       C(aorta_avg_step_time_ms), C(aorta_avg_compute_ratio), C(aorta_avg_comm_ratio),
       C(aorta_avg_overlap_ratio), C(aorta_straggler_ranks), C(aorta_slow_nodes),
-      C(aorta_thresholds_passed), C(aorta_baseline_verdict)."
+      C(aorta_thresholds_passed), C(aorta_baseline_verdict), C(aorta_verdict)."
   returned: success and not check mode
   type: dict
 headline_lines:

@@ -120,12 +120,19 @@ def test_straggler_node_is_named_in_the_report_after_a_run(standin_cluster, tmp_
             "profiling.active": 6,
         },
     )
-    assert proc.returncode == 0, proc.stdout[-3000:]
     report = json.loads((results / "aorta_benchmark_report.json").read_text())
     assert report["status"] == "completed"
     assert report["cluster"]["nodes"] == len(nodes)
     assert [s["rank"] for s in report["stragglers"]][:1] == [slow]
     assert report["stragglers"][0]["node"] == nodes[-1]["mgmt_ip"]
+    # A slow rank is a finding: the run completed, and its verdict fails naming the rank, the play
+    # exits non-zero, and run.json, the report and the console's last line say the same.
+    verdict = json.loads((results / "run.json").read_text())["verdict"]
+    assert proc.returncode != 0 and verdict["verdict"] == "FAIL" and "straggler" in verdict["findings"], verdict
+    said = f"straggler: rank {slow} on node {nodes[-1]['mgmt_ip']}: "
+    assert any(reason.startswith(said) for reason in verdict["reasons"]), verdict
+    assert report["verdict"] == verdict
+    assert [line for line in proc.stdout.splitlines() if "verdict FAIL: " in line], proc.stdout[-2000:]
     assert (results / "report.html").exists() and (results / "per_rank.csv").exists()
 
 
@@ -142,6 +149,8 @@ def test_a_sampled_run_keeps_the_middle_nodes_traces_where_they_are_and_pulls_th
         aorta_run_id=run_id,
         aorta_collect_all_max_nodes=2,
         aorta_collect_sample_nodes=0,
+        # The slow rank kept a note: this run is about where the traces are, and passes.
+        aorta_verdict_ignores=["straggler", "slow_node"],
         aorta_training_overrides={
             "standin.slow_rank": slow,
             "standin.slow_factor": 6,
@@ -155,6 +164,7 @@ def test_a_sampled_run_keeps_the_middle_nodes_traces_where_they_are_and_pulls_th
     assert proc.returncode == 0, proc.stdout[-3000:]
     assert run["status"] == "COMPLETED"
     report = json.loads((results / "aorta_benchmark_report.json").read_text())
+    assert "straggler" in report["verdict"]["ignored"] and report["verdict"]["verdict"] == "PASS", report["verdict"]
     assert [s["rank"] for s in report["stragglers"]][:1] == [slow]
     assert report["stragglers"][0]["node"] == nodes[-1]["mgmt_ip"]
     # The report came from the nodes' summaries, made where the traces lie, one file per node.

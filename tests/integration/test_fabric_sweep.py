@@ -57,9 +57,37 @@ def assert_named_alone(node, run, results, proc):
     page = (results / "report.html").read_text()
     row = page.index(f"{node}: fabric ")
     assert row < page.index("<svg"), "the slow link is named before any chart"
-    failures = junit_failures(results)
-    assert [key for key in failures if key.endswith("slow link")] and node in str(failures)
     assert f"fabric sweep (tcp): slow link on {node}" in proc.stdout
+    return report, page
+
+
+def assert_the_link_fails_the_verdict(node, run, results, proc, report, page):
+    """The rule: a slow link fails the verdict of a run that completed, in every output alike."""
+    verdict = json.loads((results / "run.json").read_text())["verdict"]
+    assert verdict["verdict"] == "FAIL" and verdict["findings"] == ["slow_link"], verdict
+    assert verdict["reasons"][0].startswith(f"slow link: {node}: fabric "), verdict
+    assert proc.returncode != 0, proc.stdout[-3000:]
+    failures = junit_failures(results)
+    assert sorted(key.rsplit(": ", 1)[-1] for key in failures) == ["slow link", "verdict"], failures
+    assert node in failures["aorta.findings: slow link"]
+    assert report["verdict"] == verdict
+    first_row = page[page.index("<tr id='verdict'>") :].split("</tr>", 1)[0]
+    assert "FAIL" in first_row and node in first_row, first_row
+    assert f"verdict FAIL: slow link: {node}: fabric " in proc.stdout
+
+
+def assert_the_link_is_a_note(node, results, proc):
+    """aorta_verdict_ignores: [slow_link]: the run passes, exits 0, and every output says the link was
+    found and ignored."""
+    verdict = json.loads((results / "run.json").read_text())["verdict"]
+    assert verdict["verdict"] == "PASS" and verdict["ignored"] == ["slow_link"], verdict
+    assert any(
+        n.startswith(f"slow link: {node}: ") and n.endswith("ignored (aorta_verdict_ignores)") for n in verdict["notes"]
+    )
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    assert junit_failures(results) == {}
+    junit = (results / "junit.xml").read_text()
+    assert "ignored (aorta_verdict_ignores): " in junit and node in junit
 
 
 def fake_perftest(cluster, present):
@@ -77,7 +105,7 @@ def fake_perftest(cluster, present):
 @pytest.mark.whole_machine
 def test_a_node_whose_fabric_egress_is_throttled_is_named_alone_and_the_run_completes(standin_cluster, tmp_path):
     node, run, results, proc = swept(standin_cluster, tmp_path, "200mbit", HEAVY)
-    assert_named_alone(node, run, results, proc)
+    assert_the_link_fails_the_verdict(node, run, results, proc, *assert_named_alone(node, run, results, proc))
     # Slow, not silent: its heartbeats went through the same throttled egress and no node was missed.
     assert all(not row.get("silent_nodes") for row in run["nodes"])
 
@@ -93,8 +121,9 @@ def test_a_node_whose_fabric_egress_is_throttled_is_named_alone_and_the_run_comp
     # With ib_write_bw installed and no RDMA device, auto runs TCP (assert_named_alone checks the tool).
     fake_perftest(standin_cluster, present=True)
     try:
-        node, run, results, proc = swept(standin_cluster, tmp_path, "1gbit", {})
+        node, run, results, proc = swept(standin_cluster, tmp_path, "1gbit", {}, aorta_verdict_ignores=["slow_link"])
         assert_named_alone(node, run, results, proc)
+        assert_the_link_is_a_note(node, results, proc)
         # Asked for by name where it cannot run: the launch is refused, naming the variable, nothing left.
         proc, run, _results, _seconds = standin_cluster.run(tmp_path, aorta_fabric_sweep_tool="perftest")
     finally:

@@ -431,7 +431,8 @@ def opening_rows(report: dict) -> list:
     found = report.get("verdict")
     if found:
         # The one verdict first, the same words as run.json's and the console's last line.
-        why = "; ".join(found["reasons"] or found["notes"])
+        ignored = [n for n in found["notes"] if n.endswith("(aorta_verdict_ignores)")] if found["reasons"] else []
+        why = "; ".join((found["reasons"] + ignored) or found["notes"])
         rows.append(_row("verdict", "verdict", why, "ok" if found["verdict"] == "PASS" else "bad", found["verdict"]))
     what, _standin = workload(report)
     if what:

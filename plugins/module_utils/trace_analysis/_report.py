@@ -16,7 +16,7 @@ import re
 import statistics
 import sys
 
-from ansible_collections.aorta.cluster.plugins.module_utils.trace_analysis import _decode, _timeline
+from ansible_collections.aorta.cluster.plugins.module_utils.trace_analysis import _decode, _findings, _timeline
 from ansible_collections.aorta.cluster.plugins.module_utils.trace_analysis._analysis import (
     TIMELINE_ROWS,
     analyse_all,
@@ -27,6 +27,7 @@ from ansible_collections.aorta.cluster.plugins.module_utils.trace_analysis._base
     compare_baseline,
     stands_out,
 )
+from ansible_collections.aorta.cluster.plugins.module_utils.trace_analysis._findings import reason
 from ansible_collections.aorta.cluster.plugins.module_utils.trace_analysis._render import (
     no_msgspec_warning,
     write_outputs,
@@ -428,6 +429,8 @@ TASK_ARGUMENT_SPEC = {
     "include_unlinked_kernels": {"type": "bool", "default": False},
     "expected_results": {"type": "dict", "default": {}},
     "fail_on_threshold": {"type": "bool", "default": False},
+    "fail_on_findings": {"type": "bool", "default": False},
+    "verdict_ignores": {"type": "list", "elements": "str", "default": []},
     "gpus_per_node": {"type": "int"},
     "expected_ranks": {"type": "int"},
     "configuration": {"type": "dict", "default": {}},
@@ -655,13 +658,6 @@ def run_task(p: dict, check_mode: bool = False) -> tuple:
         return {"changed": False, "status": "failed", "skipped_files": report["skipped_files"]}, report["no_trace"]
     report["run"] = run_summary(record, record_path, report)
     report.update(fabric_findings(record, report))
-    report["verdict"] = verdict(
-        record.get("status") if record else None,
-        record.get("message") if record else None,
-        report["validation"]["checks"],
-        # A report of no trace (the run stopped before its profiler wrote one) judges no threshold.
-        report_made=not report["no_trace"],
-    )
     if report["duration_seconds"] is None:
         report["duration_seconds"] = report["run"].get("duration_seconds")
     report["collection"] = p.get("collection")
@@ -678,6 +674,17 @@ def run_task(p: dict, check_mode: bool = False) -> tuple:
             report["baseline"]["stands_out"] = stands_out(report)
     elif context.get("reason"):
         report["baseline"] = not_compared(context["reason"], p.get("baseline_tolerance", TOLERANCE))
+    # Judged last: the baseline's regression is one of the findings.
+    found = _findings.found(record, None if report["no_trace"] else report)
+    report["verdict"] = verdict(
+        record.get("status") if record else None,
+        record.get("message") if record else None,
+        report["validation"]["checks"],
+        # A report of no trace (the run stopped before its profiler wrote one) judges no threshold.
+        not report["no_trace"],
+        found,
+        p.get("verdict_ignores") or (),
+    )
     report["tools"] = tool_notes()
     result = {
         "changed": not check_mode,
@@ -701,10 +708,21 @@ def run_task(p: dict, check_mode: bool = False) -> tuple:
             result.update(write_outputs(report, p["report_dir"]))
         except OSError as exc:
             return result, f"cannot write the report into {p['report_dir']}: {exc.strerror}"
+    return result, task_failure(report, found, p)
+
+
+def task_failure(report: dict, found: dict, p: dict) -> str:
+    """Why the task fails ('' when it does not): a threshold not met with ``fail_on_threshold``, a
+    finding the verdict counted with ``fail_on_findings`` (a folder of traces given alone; after a
+    run, run_outcome fails the play once everything is written)."""
+    problems = []
     if p["fail_on_threshold"] and not report["validation"]["passed"]:
         failed = [c["reason"] for c in report["validation"]["checks"] if not c["passed"]]
-        return result, "thresholds not met: " + "; ".join(failed)
-    return result, ""
+        problems.append("thresholds not met: " + "; ".join(failed))
+    kinds = report["verdict"]["findings"]
+    if p.get("fail_on_findings") and kinds:
+        problems.append("found: " + "; ".join(reason(kind, found[kind]) for kind in kinds))
+    return "; ".join(problems)
 
 
 def not_compared(reason: str, tolerance: float) -> dict:

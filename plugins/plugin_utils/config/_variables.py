@@ -24,6 +24,7 @@ import re
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
+from ansible_collections.aorta.cluster.plugins.module_utils.trace_analysis._findings import KINDS
 from ansible_collections.aorta.cluster.plugins.module_utils.trace_analysis._thresholds import threshold_problems
 from ansible_collections.aorta.cluster.plugins.plugin_utils.collect import _collect_plan
 from ansible_collections.aorta.cluster.plugins.plugin_utils.config._vocabulary import USER
@@ -140,6 +141,13 @@ def _nodes(value: Any) -> str | None:
     return None
 
 
+def _finding_kinds(value: Any) -> str | None:
+    if not isinstance(value, (list, tuple)):
+        return f"must be a list of finding kinds: {', '.join(KINDS)}"
+    unknown = [str(v) for v in value if v not in KINDS]
+    return f"names no finding kind: {', '.join(unknown)} (the kinds: {', '.join(KINDS)})" if unknown else None
+
+
 def _collect_mode(value: Any) -> str | None:
     try:
         _collect_plan.mode(value, 1)
@@ -193,6 +201,9 @@ RULES: dict[str, Callable[[Any], str | None]] = {
     # A fraction of the rounds' median: above 1 would name every node.
     "aorta_fabric_slow_threshold": _fraction,
     "aorta_fabric_min_gbps": _not_negative,
+    # A kind misspelt would leave the finding failing the verdict with nobody told why.
+    "aorta_verdict_ignores": _finding_kinds,
+    "aorta_link_errors_min": _at_least(1),
     "aorta_site_variables": _names,
     # CVS's expected_results: known names, finite numbers in range (ratios 0..1); lines name the key.
     "aorta_expected_results": lambda value: "; ".join(threshold_problems(value)) or None,

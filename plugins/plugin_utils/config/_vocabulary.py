@@ -72,6 +72,7 @@ USER = frozenset(
         "aorta_kernel_log_scan",
         "aorta_kill_grace_seconds",
         "aorta_lease_dir",
+        "aorta_link_errors_min",
         "aorta_master_addr",
         "aorta_master_launch_mode",
         "aorta_master_port",
@@ -108,6 +109,7 @@ USER = frozenset(
         "aorta_traces_dir",
         "aorta_train_script",
         "aorta_training_overrides",
+        "aorta_verdict_ignores",
         "aorta_vpc_ip",
     }
 )
@@ -215,11 +217,13 @@ READ_BY = {
         "aorta_baseline_ignore",
         "aorta_docker_image",
         "aorta_fail_on_threshold",
+        "aorta_link_errors_min",
         "aorta_results_dir_resolved",
         "aorta_run_failure_message",
         "aorta_run_failure_nodes",
         "aorta_run_id_resolved",
         "aorta_training_overrides",
+        "aorta_verdict_ignores",
     ),
     "teardown": (
         "aorta_lease_dir",
@@ -273,6 +277,7 @@ READ_BY = {
         "aorta_report_dir",
         "aorta_straggler_threshold",
         "aorta_traces_dir",
+        "aorta_verdict_ignores",
     ),
 }
 
@@ -374,6 +379,7 @@ DEFAULTS: dict[str, Any] = {
     "aorta_kernel_log_scan": True,
     "aorta_kill_grace_seconds": 30,
     "aorta_lease_dir": "/var/tmp/aorta-cluster",
+    "aorta_link_errors_min": 10,
     "aorta_master_addr": "",
     "aorta_master_launch_mode": "auto",
     "aorta_master_port": None,
@@ -405,4 +411,5 @@ DEFAULTS: dict[str, Any] = {
     "aorta_traces_dir": "",
     "aorta_train_script": "train.py",
     "aorta_training_overrides": {},
+    "aorta_verdict_ignores": [],
 }

@@ -42,10 +42,11 @@ from __future__ import annotations
 import datetime
 import re
 import xml.etree.ElementTree as ET
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
-from ansible_collections.aorta.cluster.plugins.module_utils.trace_analysis._stragglers import slow_link_evidence
+from ansible_collections.aorta.cluster.plugins.module_utils.trace_analysis import _findings
+from ansible_collections.aorta.cluster.plugins.module_utils.trace_analysis._findings import KINDS
 from ansible_collections.aorta.cluster.plugins.plugin_utils.results._diagnosis import where_it_was
 from ansible_collections.aorta.cluster.plugins.plugin_utils.results._run import how_it_ended
 
@@ -90,10 +91,6 @@ def _case(classname: str, name: str, outcome: str = "", message: Any = "", detai
         "detail": detail,
         "type": kind,
     }
-
-
-def _percent(ratio: Any) -> str:
-    return f"{float(ratio) * 100:+.0f}%" if isinstance(ratio, (int, float)) else "?"
 
 
 def _facts(run: Mapping[str, Any]) -> dict[str, Any]:
@@ -354,108 +351,67 @@ def _untested(report: Mapping[str, Any], node_test: bool) -> str:
     return verdict if verdict.startswith("not tested") else ""
 
 
-def _finding_case(name: str, texts: list[str], untested: str = "") -> dict:
-    """One finding's testcase: failed naming each ``texts`` line, else skipped when the report could
-    not test for it (``untested``), else passed."""
-    where = "aorta.findings"
+# How a failure's message counts more than one line of a kind, when its testcase name does not.
+_COUNTED = {"slow_link": "slow links", "drift": "fields drift"}
+
+
+def _finding_case(kind: str, texts: list[str], ignored: Collection[str], untested: str = "") -> dict:
+    """One finding's testcase: failed naming each ``texts`` line, or skipped saying so when its kind
+    is in the verdict's ``ignored`` (aorta_verdict_ignores), else skipped when the report could not
+    test for it (``untested``), else passed."""
+    where, name = "aorta.findings", KINDS[kind]
+    listed = _listed(_COUNTED.get(kind, name), texts)
+    if texts and kind in ignored:
+        return _case(where, name, "skipped", f"ignored (aorta_verdict_ignores): {listed}")
     if texts:
-        return _case(where, name, "failure", _listed(name, texts), "\n".join(texts), "finding")
+        return _case(where, name, "failure", listed, "\n".join(texts), "finding")
     return _case(where, name, "skipped", untested) if untested else _case(where, name)
 
 
-def _slow_cases(report: Mapping[str, Any]) -> list[dict]:
-    """``slow nodes`` and ``stragglers``."""
-    nodes = [
-        f"node {n.get('node')}: compute {_percent(n.get('excess_ratio'))} over the median node "
-        f"(ranks {','.join(str(r) for r in _list(n.get('ranks')))}; slowest in {n.get('slowest_steps')} "
-        f"of {n.get('steps')} steps)"
-        for n in (_dict(n) for n in _list(report.get("slow_nodes")))
-    ]
-    ranks = [
-        f"rank {s.get('rank')} on node {s.get('node')}: compute {_percent(s.get('excess_ratio'))} over the "
-        f"median rank (slowest in {s.get('slowest_steps')} of {s.get('steps')} steps)"
-        for s in (_dict(s) for s in _list(report.get("stragglers")))
-    ]
-    return [
-        _finding_case("slow nodes", nodes, _untested(report, True)),
-        _finding_case("stragglers", ranks, _untested(report, False)),
-    ]
-
-
-def _slow_link_case(run: Mapping[str, Any], report: Mapping[str, Any] | None) -> dict:
-    """``slow link``: the nodes run.json's fabric sweep named slow, each with its one-line evidence
-    (the report's ``slow_links``, which add the collectives' figures, else run.json's own); passes
-    when the sweep ran and named nobody; skipped, saying why, when it did not run or could not
-    localise a node, and for a run.json of an earlier version (no ``fabric_sweep``)."""
-    where, name = "aorta.findings", "slow link"
+def _slow_link_untested(run: Mapping[str, Any]) -> str:
+    """Why the fabric sweep could not name a link ('' when it could): it did not run, or could not
+    localise a node, or run.json is of an earlier version (no ``fabric_sweep``)."""
     sweep = run.get("fabric_sweep")
     if not isinstance(sweep, Mapping):
-        return _case(where, name, "skipped", "no fabric sweep in run.json (a run of an earlier version)")
+        return "no fabric sweep in run.json (a run of an earlier version)"
     if not sweep.get("ran"):
-        return _case(where, name, "skipped", f"fabric sweep not run: {sweep.get('why') or 'no reason recorded'}")
-    links = _list((report or {}).get("slow_links")) or _list(sweep.get("slow"))
-    texts = [slow_link_evidence(dict(_dict(link))) for link in links]
-    if texts:
-        return _case(where, name, "failure", _listed("slow links", texts), "\n".join(texts), "finding")
+        return f"fabric sweep not run: {sweep.get('why') or 'no reason recorded'}"
     if sweep.get("localisable") is False:
-        return _case(where, name, "skipped", f"fabric sweep cannot name a node: {sweep.get('reason')}")
-    return _case(where, name)
+        return f"fabric sweep cannot name a node: {sweep.get('reason')}"
+    return ""
 
 
-def _drift_case(run: Mapping[str, Any]) -> dict:
-    """``drift``: the fingerprint fields on which nodes differ (run.json's, health_record's)."""
-    texts = []
-    for item in (_dict(d) for d in _list(run.get("drift"))):
-        named = ", ".join(f"{pair[0]} ({pair[1]})" for pair in _list(item.get("nodes")) if len(_list(pair)) == 2)
-        against = f"differ from {item['majority']}" if item.get("majority") is not None else "differ, no majority"
-        label = item.get("label") or item.get("field")
-        texts.append(f"{label}: {item.get('count')} of {item.get('of')} nodes {against}: {named}")
-    if not texts:
-        return _case("aorta.findings", "drift")
-    return _case("aorta.findings", "drift", "failure", _listed("fields drift", texts), "\n".join(texts), "finding")
-
-
-def _link_errors_case(run: Mapping[str, Any]) -> dict:
-    """``link errors``: the nodes whose fabric link's error counters grew during the run (run.json's)."""
-    texts = []
-    for item in (_dict(i) for i in _list(run.get("link_errors"))):
-        grew = ", ".join(f"{k} +{v}" for k, v in _dict(item.get("grew")).items())
-        texts.append(f"{item.get('node')} ({item.get('interface')}): {grew}")
-    return _finding_case("link errors", texts)
-
-
-def _baseline_case(report: Mapping[str, Any]) -> dict:
-    """``baseline``: fails on a regression of the step time beyond the tolerance and the noise."""
-    where = "aorta.findings"
+def _baseline_untested(report: Mapping[str, Any]) -> str:
     baseline = report.get("baseline")
     if not isinstance(baseline, Mapping):
-        return _case(where, "baseline", "skipped", "no baseline given (aorta_baseline)")
-    verdict, reason = str(baseline.get("verdict")), str(baseline.get("reason") or "")
-    if verdict == "not compared":
-        return _case(where, "baseline", "skipped", f"not compared: {reason}".rstrip(": "))
-    if verdict != "regression":
-        return _case(where, "baseline")
-    step = _dict(_dict(baseline.get("metrics")).get("avg_step_time_ms"))
-    now, then = step.get("now"), step.get("then")
-    figure = (
-        f"avg step time {now:.4g} ms against {then:.4g} ms ({_percent(step.get('delta_ratio'))})"
-        if isinstance(now, (int, float)) and isinstance(then, (int, float))
-        else "avg step time longer"
-    )
-    tolerance = baseline.get("tolerance")
-    beyond = f", beyond the {float(tolerance) * 100:g}% tolerance" if isinstance(tolerance, (int, float)) else ""
-    who = f"; {baseline['stands_out']}" if baseline.get("stands_out") else ""
-    message = f"regression against the baseline: {figure}{beyond}{who}"
-    return _case(where, "baseline", "failure", message, "\n".join(filter(None, [message, reason])), "finding")
+        return "no baseline given (aorta_baseline)"
+    if baseline.get("verdict") == "not compared":
+        return f"not compared: {baseline.get('reason') or ''}".rstrip(": ")
+    return ""
 
 
 def _finding_cases(run: Mapping[str, Any], report: Mapping[str, Any] | None, no_report: str) -> list[dict]:
-    # From run.json, with or without a report: the fabric sweep, drift and the link counters.
-    judged = [_slow_link_case(run, report), _drift_case(run), _link_errors_case(run)]
+    """``aorta.findings``: a testcase per kind of ``_findings`` (the lines the verdict judged), in its
+    order; those of the report are skipped without one."""
+    found = _findings.found(run, report)
+    ignored = set(_list(_dict(run.get("verdict")).get("ignored")))
+    untested = {"slow_link": _slow_link_untested(run)}
     if report is None:
-        skipped = [_case("aorta.findings", name, "skipped", no_report) for name in ("slow nodes", "stragglers")]
-        return [*skipped, *judged, _case("aorta.findings", "baseline", "skipped", no_report)]
-    return [*_slow_cases(report), *judged, _baseline_case(report)]
+        untested.update(slow_node=no_report, straggler=no_report, baseline_regression=no_report)
+    else:
+        untested.update(
+            slow_node=_untested(report, True),
+            straggler=_untested(report, False),
+            baseline_regression=_baseline_untested(report),
+        )
+    cases = []
+    for kind, texts in found.items():
+        case = _finding_case(kind, texts, ignored, untested.get(kind, ""))
+        if kind == "baseline_regression" and case["outcome"] == "failure":
+            reason = str(_dict(_dict(report).get("baseline")).get("reason") or "")
+            case["detail"] = "\n".join(filter(None, [texts[0], reason]))
+        cases.append(case)
+    return cases
 
 
 def _seconds(value: Any) -> float | None:

@@ -15,7 +15,12 @@ import os
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from ansible_collections.aorta.cluster.plugins.module_utils.trace_analysis._verdict import verdict, verdict_line
+from ansible_collections.aorta.cluster.plugins.module_utils.trace_analysis import _findings
+from ansible_collections.aorta.cluster.plugins.module_utils.trace_analysis._verdict import (
+    fails_exit,
+    verdict,
+    verdict_line,
+)
 from ansible_collections.aorta.cluster.plugins.plugin_utils.config._settings import read_json_object, write_text_atomic
 from ansible_collections.aorta.cluster.plugins.plugin_utils.results import _history, _junit
 
@@ -34,19 +39,25 @@ def of_run(report: Mapping[str, Any] | None, run_id: Any) -> Mapping[str, Any] |
     return report if (report.get("run") or {}).get("run_id") in (None, run_id) else None
 
 
-def judge(run: Mapping[str, Any], report: Mapping[str, Any] | None) -> dict[str, Any]:
+def judge(run: Mapping[str, Any], report: Mapping[str, Any] | None, ignores: Iterable[str] = ()) -> dict[str, Any]:
     """The verdict of ``run`` (run.json) with its ``report``: the report's own when it has one (it
-    was judged from the same run.json), else from the run's status alone."""
+    was judged from the same run.json, with the same ``aorta_verdict_ignores``), else from the run's
+    status and run.json's own findings (the fabric sweep, drift, link errors)."""
     if report is not None and isinstance(report.get("verdict"), dict):
         return dict(report["verdict"])
     checks = ((report or {}).get("validation") or {}).get("checks")
-    return verdict(run.get("status"), run.get("message"), checks, report_made=report is not None)
+    found = _findings.found(run, report)
+    return verdict(run.get("status"), run.get("message"), checks, report is not None, found, ignores)
 
 
-def finish(results_dir: str, ignore: Iterable[str] = (), write: bool = True) -> dict[str, Any]:
+def finish(
+    results_dir: str, ignore: Iterable[str] = (), write: bool = True, verdict_ignores: Iterable[str] = ()
+) -> dict[str, Any]:
     """Judge the run in ``results_dir`` and write its verdict into run.json, junit.xml beside it and
-    its row into the history of the parent directory (the results root). Returns the verdict, its
-    line, the paths written and whether the run passed; ``write=False`` (check mode) writes none."""
+    its row into the history of the parent directory (the results root). ``ignore`` is
+    ``aorta_baseline_ignore`` (the history's fingerprint), ``verdict_ignores`` the finding kinds that
+    do not fail the verdict. Returns the verdict, its line, the paths written and whether the run
+    passed; ``write=False`` (check mode) writes none."""
     run_json = os.path.join(results_dir, "run.json")
     run = read_json_object(run_json)
     if run is None:
@@ -54,7 +65,7 @@ def finish(results_dir: str, ignore: Iterable[str] = (), write: bool = True) -> 
     # Read once: the verdict, junit.xml and the history's row all come from these two.
     written = read_json_object(os.path.join(results_dir, REPORT))
     report = of_run(written, run.get("run_id"))
-    found = judge(run, report)
+    found = judge(run, report, tuple(verdict_ignores))
     run["verdict"] = found
     paths = {"run_json": run_json, "junit": os.path.join(results_dir, "junit.xml")}
     if write:
@@ -78,18 +89,15 @@ def finish(results_dir: str, ignore: Iterable[str] = (), write: bool = True) -> 
         "line": verdict_line(found),
         "status": run.get("status"),
         "thresholds_failed": any(reason.startswith("threshold ") for reason in found["reasons"]),
+        "findings": list(found.get("findings") or ()),
+        "ignored": list(found.get("ignored") or ()),
         **paths,
     }
 
 
 def fails_play(found: Mapping[str, Any], fail_on_threshold: bool) -> bool:
-    """Whether the play must exit non-zero: a run that did not complete always; a threshold not met
-    unless ``aorta_fail_on_threshold`` is false (CVS fails the test; false keeps the old exit 0)."""
-    if found["verdict"] == "PASS":
-        return False
-    if found.get("status") not in (None, "COMPLETED"):
-        return True
-    return bool(fail_on_threshold) and bool(found.get("thresholds_failed"))
+    """Whether the play must exit non-zero (``_verdict.fails_exit``: the one rule)."""
+    return fails_exit(found, fail_on_threshold)
 
 
 def awx_stats(found: Mapping[str, Any]) -> dict[str, Any]:

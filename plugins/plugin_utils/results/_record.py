@@ -492,14 +492,15 @@ def combined_traces(results_dir: str, collected: Mapping[str, Any]) -> dict[str,
 LINK_ERRORS_NAMED = 3  # nodes named on the console's link-errors line before "and N more"
 
 
-def link_errors(rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
-    """The nodes whose fabric link's error counters grew during the run (each node's supervisor read
-    them at the launch and at the end: run.json's ``nodes[].link``), a finding on that node: ``node``,
-    ``interface``, ``grew`` ({counter: how many more})."""
+def link_errors(rows: Sequence[Mapping[str, Any]], at_least: int = 1) -> list[dict[str, Any]]:
+    """The nodes whose fabric link's error counters grew by ``at_least`` (aorta_link_errors_min) or
+    more during the run (each node's supervisor read them at the launch and at the end: run.json's
+    ``nodes[].link``, which keeps any growth), a finding on that node: ``node``, ``interface``,
+    ``grew`` ({counter: how many more})."""
     found = []
     for row in rows:
         link = _dict(row.get("link"))
-        grew = {str(k): v for k, v in _dict(link.get("grew")).items() if isinstance(v, int) and v > 0}
+        grew = {str(k): v for k, v in _dict(link.get("grew")).items() if isinstance(v, int) and v >= max(at_least, 1)}
         if grew:
             found.append({"node": row.get("name"), "interface": link.get("interface"), "grew": grew})
     return found
@@ -599,7 +600,7 @@ def run_json(
         "context": what,
         "nodes": rows,
         "drift": health_found["drift"],
-        "link_errors": link_errors(rows),
+        "link_errors": health_found.get("link_errors") or [],
         "fabric_sweep": health_found["fabric_sweep"],
         "unhealthy": health_found["unhealthy"],
         "combined_traces": combined_traces(results_dir, collected),
@@ -630,7 +631,7 @@ def console_lines(
         lines.append(clip(f"why: {why.get('summary')}"))
     lines += node_table(rows, every_node)
     lines += health_found["drift_lines"]
-    lines += link_errors_line(link_errors(rows))
+    lines += link_errors_line(health_found.get("link_errors") or [])
     lines += fabric_sweep_line(health_found["fabric_sweep"])
     unhealthy = {str(node.get("name")) for node in health_found["unhealthy"]}
     listed = "a run lists them in" if dry_run else "listed in"
@@ -729,6 +730,7 @@ def record(
     sweep = fabric_sweep(rows)
     rows = [own_sweep(row) for row in rows]
     health_found = health(rows, hostvars, sweep)
+    health_found["link_errors"] = link_errors(rows, int(settings.get("aorta_link_errors_min") or 1))
     run = status(rows, settings.get("aorta_run_failure_message"), settings.get("aorta_run_failure_nodes"), hostvars)
     if settings.get("aorta_stop_request"):
         run = stopped_status(settings["aorta_stop_request"], rows)

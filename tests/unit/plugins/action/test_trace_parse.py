@@ -21,7 +21,10 @@ def test_the_report_is_made_by_the_controllers_python_with_its_fast_decoder(play
     bare = shutil.which("python3", path="/usr/bin")  # the system Python: no msgspec
     task = {"traces_dir": str(root), "report_dir": str(tmp_path / "out")}
     _rc, out = play({"aorta.cluster.trace_parse": task}, {"ansible_python_interpreter": bare})
-    assert not out.get("failed"), out
+    # The slow rank is a finding: on a folder of traces the task fails naming it, after the report
+    # is written (aorta_verdict_ignores would keep it a note).
+    assert out["failed"] and out["msg"].startswith("found: straggler: rank 2 on node "), out["msg"]
+    assert out["verdict"]["verdict"] == "FAIL" and out["verdict"]["findings"] == ["straggler"]
     # ansible-playbook's own Python (this venv's), not the interpreter the hosts were given.
     assert Path(out["tools"]["python"]).parent == Path(sys.executable).parent != Path(bare).parent
     assert out["tools"]["fast_decoder"] is True and out["tools"]["notes"] == []
@@ -146,8 +149,10 @@ def test_the_analysis_runs_in_process_with_the_nodes_clock_offsets(tmp_path, com
     args = {"traces_dir": str(root), "report_dir": str(tmp_path / "out")}
     task_vars = {"groups": {"aorta_nodes": ["gpu-a", "gpu-b"]}, "hostvars": {}, "aorta_gpus_per_node": 2}
     task_vars["hostvars"]["gpu-b"] = {"aorta_prepare": {"derived": {"record": {"clock_offset_s": 2.0}}}}
+    task_vars["aorta_verdict_ignores"] = ["straggler"]  # the slow rank stays a note
     out = action(args).run(task_vars=task_vars)
     assert not out.get("failed"), out
+    assert out["verdict"]["verdict"] == "PASS" and out["verdict"]["ignored"] == ["straggler"]
     assert out["headline_lines"][1] == "straggler rank 2"
     assert out["headline_lines"][-1] == f"report: {tmp_path / 'out' / 'report.html'}"
     timeline = json.loads((tmp_path / "out" / "timeline.json").read_text())
@@ -206,7 +211,8 @@ def test_empty_folders_mean_the_runs_own_and_a_folder_alone_gets_its_report_besi
 def test_the_awx_stats_carry_the_headline_figures_once_for_the_run(tmp_path, combined_tree):
     root = combined_tree(tmp_path, [50, 50, 90, 50], bad_file=False)
     args = {"traces_dir": str(root), "report_dir": str(tmp_path / "out")}
-    out = action(args).run(task_vars={"aorta_gpus_per_node": 2})
+    task_vars = {"aorta_gpus_per_node": 2, "aorta_verdict_ignores": ["straggler"]}
+    out = action(args).run(task_vars=task_vars)
     stats = out["ansible_stats"]
     assert (stats["per_host"], stats["aggregate"]) == (False, True)
     data = stats["data"]
@@ -216,6 +222,8 @@ def test_the_awx_stats_carry_the_headline_figures_once_for_the_run(tmp_path, com
         "aorta_report_status", "aorta_report", "aorta_report_html", "aorta_avg_iteration_time_ms",
         "aorta_avg_step_time_ms", "aorta_avg_compute_ratio", "aorta_avg_comm_ratio", "aorta_avg_overlap_ratio",
         "aorta_straggler_ranks", "aorta_slow_nodes", "aorta_thresholds_passed", "aorta_baseline_verdict",
+        "aorta_verdict",
     }  # fmt: skip
-    dry = action(dict(args, report_dir=str(tmp_path / "dry")), check_mode=True).run(task_vars={})
+    assert data["aorta_verdict"] == "PASS"  # the straggler ignored: the same verdict run_outcome gives
+    dry = action(dict(args, report_dir=str(tmp_path / "dry")), check_mode=True).run(task_vars=task_vars)
     assert dry["ansible_stats"] == {}

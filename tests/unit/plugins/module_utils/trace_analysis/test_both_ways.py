@@ -178,6 +178,9 @@ def trace_parse(args: dict, hostvars: dict) -> dict:
         "groups": {"aorta_nodes": HOSTS},
         "hostvars": hostvars,
         "aorta_gpus_per_node": PER_NODE,
+        # The run has a slow node, a slow rank and a regression on purpose: findings that fail the
+        # verdict; what is compared here is the two ways' reports, not the task's exit.
+        "aorta_verdict_ignores": ["slow_node", "straggler", "baseline_regression"],
     }
     result = module.run(task_vars=task_vars)
     assert not result.get("failed"), result.get("msg")

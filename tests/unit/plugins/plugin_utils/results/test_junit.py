@@ -14,7 +14,7 @@ import xmlschema
 import yaml
 from junitparser import Failure, JUnitXml, Skipped
 
-from ansible_collections.aorta.cluster.plugins.plugin_utils.results import _diagnosis, _run
+from ansible_collections.aorta.cluster.plugins.plugin_utils.results import _diagnosis, _outcome, _run
 from ansible_collections.aorta.cluster.plugins.plugin_utils.results import _junit as junit
 from ansible_collections.aorta.cluster.plugins.plugin_utils.results import _record as rr
 from ansible_collections.aorta.cluster.plugins.plugin_utils.watch import _interrupt
@@ -439,6 +439,24 @@ def test_findings_fail_naming_the_node_or_rank_and_the_figure():
     assert found["aorta.findings: stragglers"][:2] == ("skipped", untested["verdict"])
     assert found["aorta.findings: slow nodes"][0] == ""
     assert found["aorta.findings: baseline"][:2] == ("skipped", "not compared: no step time")
+
+
+def test_the_findings_the_verdict_counts_are_the_failing_findings_and_an_ignored_one_is_skipped_saying_so():
+    """junit.xml and the verdict read the same lines (_findings): a finding fails both, and a kind
+    in aorta_verdict_ignores is a note in the verdict and a skipped testcase here, so a CI reading
+    either sees the same run."""
+    run = sample()
+    run["fabric_sweep"] = sweep(SLOW_WORKER)
+    run["verdict"] = _outcome.judge(run, None)
+    found = cases_of(junit.junit_xml(run, None))
+    own = f"{WORKER}: fabric 0.19 Gbit/s sent against a median of 3.81 Gbit/s (0.05x)"
+    assert run["verdict"]["reasons"] == [f"slow link: {own}"] and run["verdict"]["findings"] == ["slow_link"]
+    assert sorted(failures(found)) == ["aorta.findings: slow link", "aorta.run: verdict"]
+    run["verdict"] = _outcome.judge(run, None, ["slow_link"])
+    found = cases_of(junit.junit_xml(run, None))
+    assert run["verdict"]["verdict"] == "PASS" and run["verdict"]["ignored"] == ["slow_link"]
+    assert failures(found) == {}
+    assert found["aorta.findings: slow link"][:2] == ("skipped", f"ignored (aorta_verdict_ignores): {own}")
 
 
 def test_an_excluded_node_fails_its_health_and_skips_the_rest_with_the_reason():

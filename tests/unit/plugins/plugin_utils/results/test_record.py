@@ -703,6 +703,18 @@ def test_link_errors_that_grew_are_a_finding_with_one_console_line_whatever_the_
     assert rr.link_errors_line([]) == []
 
 
+def test_link_errors_below_aorta_link_errors_min_are_no_finding_but_stay_in_the_nodes_row():
+    """A counter that moves by one on a healthy link is noise: the finding (which fails the verdict)
+    starts at aorta_link_errors_min; the row keeps what grew."""
+    rows = [
+        {"name": "n0", "link": {"interface": "eth1", "grew": {"rx_errors": 1}}},
+        {"name": "n1", "link": {"interface": "eth1", "grew": {"rx_errors": 10, "tx_errors": 9}}},
+    ]
+    assert rr.link_errors(rows, 10) == [{"node": "n1", "interface": "eth1", "grew": {"rx_errors": 10}}]
+    assert rr.link_errors(rows, 11) == []
+    assert rows[0]["link"]["grew"] == {"rx_errors": 1}
+
+
 def sweep_rows(min_gbps=None):
     """Three rows as node_end records them: the head's sweep carries the cluster's judgement."""
     cluster = {
