@@ -122,7 +122,8 @@ def summaries_8192(tmp: Path) -> float:
 import json, random, sys, time
 from ansible.plugins.loader import init_plugin_loader
 init_plugin_loader([{str(REPO / ".collections")!r}])
-from ansible_collections.aorta.cluster.plugins.module_utils.trace_analysis import _analysis, _report, _render
+from ansible_collections.aorta.cluster.plugins.module_utils.trace_analysis import _analysis
+from ansible_collections.aorta.cluster.plugins.plugin_utils.report import _outputs, _report
 base = _analysis.safe_analyse(sys.argv[1])
 rng = random.Random(2)
 summaries = []
@@ -133,7 +134,7 @@ for rank in range(8192):
     summaries.append(s)
 t = time.monotonic()
 report = _report.build_report(sys.argv[2], summaries=summaries)
-_render.write_outputs(report, sys.argv[2])
+_outputs.write_outputs(report, sys.argv[2])
 print(time.monotonic() - t)
 """
     trace = next(tmp.rglob("trace.json"))
@@ -153,7 +154,11 @@ def main() -> int:
         runs = []
         for i in range(3):
             out = tmp / f"report{i}"
-            runs.append(playbook("trace_report.yml", "-e", f"aorta_traces_dir={root}", "-e", f"aorta_report_dir={out}"))
+            # The tree has a slow node on purpose (a finding, which fails the verdict): kept a note,
+            # so that the task's exit says the report was made.
+            ignores = json.dumps({"aorta_verdict_ignores": ["slow_node", "straggler"]})
+            args = ("-e", f"aorta_traces_dir={root}", "-e", f"aorta_report_dir={out}", "-e", ignores)
+            runs.append(playbook("trace_report.yml", *args))
         report = json.loads((tmp / "report0" / "aorta_benchmark_report.json").read_text())
         html_mb = (tmp / "report0" / "report.html").stat().st_size / 1e6
         named = int([n["node"] for n in report["slow_nodes"]] == [f"mi300x-{SLOW:04d}"])

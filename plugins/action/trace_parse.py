@@ -20,9 +20,9 @@ from typing import Any, ClassVar
 
 from ansible.plugins.action import ActionBase
 
-from ansible_collections.aorta.cluster.plugins.module_utils.trace_analysis._report import TASK_ARGUMENT_SPEC, run_task
 from ansible_collections.aorta.cluster.plugins.plugin_utils.collect import _collect_plan
 from ansible_collections.aorta.cluster.plugins.plugin_utils.config._vocabulary import DEFAULTS
+from ansible_collections.aorta.cluster.plugins.plugin_utils.report._task import TASK_ARGUMENT_SPEC, run_task
 from ansible_collections.aorta.cluster.plugins.plugin_utils.results import _judging, _record
 
 # Where the play has none of them (a task outside the collection's plays): the variables' defaults.

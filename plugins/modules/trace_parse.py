@@ -3,6 +3,10 @@
 # GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
 
+# The work is done by the action plugin of the same name, in the controller's own Python (the
+# report's code and its pages are controller-only: plugin_utils/report and plugin_utils/pages); this
+# file holds its documentation, as ansible.builtin.debug's does.
+
 from __future__ import annotations
 
 DOCUMENTATION = r"""
@@ -323,19 +327,3 @@ tools:
   returned: success
   type: dict
 """
-
-from ansible.module_utils.basic import AnsibleModule
-
-from ansible_collections.aorta.cluster.plugins.module_utils.trace_analysis._report import TASK_ARGUMENT_SPEC, run_task
-
-
-def main() -> None:
-    module = AnsibleModule(argument_spec=TASK_ARGUMENT_SPEC, supports_check_mode=True)
-    result, failure = run_task(module.params, module.check_mode)
-    if failure:
-        module.fail_json(msg=failure, **result)
-    module.exit_json(**result)
-
-
-if __name__ == "__main__":
-    main()

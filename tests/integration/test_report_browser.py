@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from ansible_collections.aorta.cluster.plugins.module_utils.trace_analysis import _render, _report
+from ansible_collections.aorta.cluster.plugins.plugin_utils.report import _outputs, _report
 from ansible_collections.aorta.cluster.plugins.plugin_utils.results import _history
 
 # Headless Chromium's start and render on the two cores: no other worker's runs beside it.
@@ -49,13 +49,23 @@ MEASURE = (
 )
 
 
-def open_in_browser(page: Path, shot: Path, script: str = "") -> str:
+# Measured by the browser: the widest table's right edge against the window's width.
+WIDTH = (
+    "<script>window.addEventListener('load',function(){var right=0;"
+    "document.querySelectorAll('table').forEach(function(t){right=Math.max(right,t.getBoundingClientRect().right)});"
+    "var root=document.documentElement;root.setAttribute('data-table-right',String(Math.ceil(right)));"
+    "root.setAttribute('data-window',String(window.innerWidth))});</script>"
+)
+
+
+def open_in_browser(page: Path, shot: Path, script: str = "", width: int = 1300) -> str:
     """The DOM after load, and a screenshot; fails the test on a JavaScript error. ``script`` is
-    added to the page's head too (the measure of its SVG texts)."""
+    added to the page's head too (the measure of its SVG texts, or of its tables' width)."""
     hooked = page.with_name("hooked-" + page.name)
     html = page.read_text()
     hooked.write_text(html.replace("<head>", "<head>" + HOOK + script, 1))
-    base = [chromium(), "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars", "--window-size=1300,2000"]
+    base = [chromium(), "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars"]
+    base.append(f"--window-size={width},2000")
     dom = subprocess.run(
         [*base, "--virtual-time-budget=5000", "--dump-dom", hooked.as_uri()],
         capture_output=True,
@@ -77,7 +87,7 @@ def test_the_report_opens_in_chromium_without_error_at_4_and_1024_ranks(tmp_path
     compute = [50 * (1.3 if r // per_node == slow else 1.0) * rng.gauss(1, 0.02) for r in range(world)]
     root = combined_tree(tmp_path, compute, ranks_per_node=per_node, bad_file=False)
     report = _report.build_report(str(root))
-    paths = _render.write_outputs(report, str(tmp_path / "out"))
+    paths = _outputs.write_outputs(report, str(tmp_path / "out"))
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     shot = ARTIFACTS / f"report-{world}-ranks.png"
     dom = open_in_browser(Path(paths["html"]), shot, MEASURE)
@@ -123,17 +133,32 @@ def test_the_history_page_opens_in_chromium_without_error(tmp_path):
         folder.mkdir()
         # Three images, with ids that differ where docker's short id shows them (the first 12 digits).
         context = dict(sample["context"], image_id="sha256:" + hashlib.sha256(bytes([index % 3])).hexdigest())
+        # What a real cluster's rows hold: a long image name, a failed verdict's reasons, long node names.
+        context["image"] = "registry.example.com/rocm/pytorch-training:v25.5-aorta-custom-build"
         status = "FAILED" if index == 150 else "COMPLETED"
         run = dict(sample, run_id=f"run-{index:03d}", started_epoch=1796000000 + 3600 * index, status=status)
+        slow = [f"mi300x-node-{index:04d}.cluster.example.com"] if index > 180 else []
+        if slow:
+            reason = (
+                f"slow node: node {slow[0]}: compute +30% over the median node (ranks 8-15; slowest in 6 of 6 steps)"
+            )
+            run["verdict"] = {
+                "verdict": "FAIL",
+                "reasons": [reason, "threshold max_avg_iteration_ms: measured 33.5 exceeds 1"],
+            }
         (folder / "run.json").write_text(json.dumps(dict(run, context=context)))
         step = 50 * rng.gauss(1, 0.03) * (1.3 if index > 180 else 1.0)
         report = {"performance": {"avg_step_time_ms": step, "avg_iteration_time_ms": 6 * step}, "run": {}}
+        report["slow_nodes"] = [{"node": node} for node in slow]
         report["run"]["samples_per_second"] = 8 * 4 / (step / 1000)
         (folder / "aorta_benchmark_report.json").write_text(json.dumps(report))
         (folder / "report.html").write_text("<html></html>")
     found = _history.rebuild(str(tmp_path))
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     shot = ARTIFACTS / "history-200-runs.png"
-    dom = open_in_browser(Path(found["index_html"]), shot)
+    dom = open_in_browser(Path(found["index_html"]), shot, WIDTH, width=1400)
     assert shot.stat().st_size > 10_000
     assert "<svg" in dom and 'href="run-199/report.html"' in dom and "FAILED" in dom
+    # The runs table fits a 1400-pixel window: its last column (the files) is not cut off.
+    right, window = (int(re.search(rf'data-{key}="(\d+)"', dom).group(1)) for key in ("table-right", "window"))
+    assert 0 < right <= window, (right, window)

@@ -10,12 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from ansible_collections.aorta.cluster.plugins.module_utils.trace_analysis import (
-    _analysis,
-    _render,
-    _report,
-    _thresholds,
-)
+from ansible_collections.aorta.cluster.plugins.module_utils.trace_analysis import _analysis, _thresholds
+from ansible_collections.aorta.cluster.plugins.plugin_utils.report import _outputs, _report
 
 ROWS = (
     "computation_time",
@@ -241,7 +237,7 @@ def test_report_fields_and_thresholds(tmp_path, combined_tree):
 def test_outputs_are_written(tmp_path, combined_tree):
     root = combined_tree(tmp_path, [50, 50, 80, 50], bad_file=False)
     report = _report.build_report(str(root))
-    paths = _render.write_outputs(report, str(tmp_path / "out"))
+    paths = _outputs.write_outputs(report, str(tmp_path / "out"))
     written = json.loads(Path(paths["report"]).read_text())
     assert written["stragglers"][0]["rank"] == 2
     lines = Path(paths["csv"]).read_text().splitlines()

@@ -8,13 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from ansible_collections.aorta.cluster.plugins.module_utils.trace_analysis import (
-    _baseline,
-    _render,
-    _report,
-    _thresholds,
-)
+from ansible_collections.aorta.cluster.plugins.module_utils.trace_analysis import _baseline, _thresholds
 from ansible_collections.aorta.cluster.plugins.plugin_utils.config._vocabulary import DEFAULTS
+from ansible_collections.aorta.cluster.plugins.plugin_utils.pages import _report_page
+from ansible_collections.aorta.cluster.plugins.plugin_utils.report import _outputs, _report
 
 STRAGGLERS = Path(__file__).parent / "straggler_data"
 
@@ -24,7 +21,7 @@ BASELINES = Path(__file__).parent / "baseline_data"
 
 def test_baseline_says_regression_for_a_slower_run_and_same_for_an_equal_one(tmp_path, combined_tree):
     healthy = _report.build_report(str(combined_tree(tmp_path / "a", [50, 50, 50, 50], bad_file=False)))
-    _render.write_outputs(healthy, str(tmp_path / "then"))
+    _outputs.write_outputs(healthy, str(tmp_path / "then"))
     again = _report.build_report(str(combined_tree(tmp_path / "b", [50, 50, 50, 50], bad_file=False)))
     same = _baseline.compare_baseline(again, str(tmp_path / "then"))
     assert same["verdict"] == "same" and same["metrics"]["avg_step_time_ms"]["delta_ratio"] == 0
@@ -38,16 +35,16 @@ def test_baseline_says_regression_for_a_slower_run_and_same_for_an_equal_one(tmp
     assert worse["verdict"] == "regression" and worse["metrics"]["avg_step_time_ms"]["delta_ratio"] == pytest.approx(
         0.5
     )
-    assert "Against the baseline" in _render.render_html(dict(slower, baseline=worse))
+    assert "Against the baseline" in _report_page.render_html(dict(slower, baseline=worse))
     # The verdict's line ends with who stands out.
     named = dict(worse, stands_out="stands out: rank 3 on n1 (+50% compute)")
-    assert _render._baseline(named)["line"].endswith("; stands out: rank 3 on n1 (+50% compute)")
+    assert _report_page._baseline(named)["line"].endswith("; stands out: rank 3 on n1 (+50% compute)")
 
 
 def test_baseline_change_inside_the_steps_noise_is_not_a_regression(tmp_path):
     """Recorded stand-in runs on a shared machine: healthy runs differ by up to 25% in iteration
     time with a step-to-step spread as large; that is not called a regression."""
-    _render.write_outputs(_report.build_report(str(STRAGGLERS / "ok3")), str(tmp_path / "then"))
+    _outputs.write_outputs(_report.build_report(str(STRAGGLERS / "ok3")), str(tmp_path / "then"))
     result = _baseline.compare_baseline(_report.build_report(str(STRAGGLERS / "ok5")), str(tmp_path / "then"))
     assert result["metrics"]["avg_step_time_ms"]["delta_ratio"] > 0.05
     assert result["verdict"] == "within noise" and "within the steps' noise" in result["reason"]
@@ -66,7 +63,7 @@ def test_a_bad_baseline_is_named(tmp_path):
 def test_against_a_healthy_baseline_a_run_with_a_slow_rank_is_a_regression_and_a_healthy_one_is_not(
     tmp_path, run, verdict
 ):
-    _render.write_outputs(_report.build_report(str(BASELINES / "ok1")), str(tmp_path / "then"))
+    _outputs.write_outputs(_report.build_report(str(BASELINES / "ok1")), str(tmp_path / "then"))
     now = _report.build_report(str(BASELINES / run))
     result = _baseline.compare_baseline(now, str(tmp_path / "then"))
     assert result["verdict"] == verdict, result

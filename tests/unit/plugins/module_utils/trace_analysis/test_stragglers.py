@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from ansible_collections.aorta.cluster.plugins.module_utils.trace_analysis import _report, _stragglers
+from ansible_collections.aorta.cluster.plugins.module_utils.trace_analysis import _stragglers
+from ansible_collections.aorta.cluster.plugins.plugin_utils.report import _report
 
 STRAGGLERS = Path(__file__).parent / "straggler_data"
 

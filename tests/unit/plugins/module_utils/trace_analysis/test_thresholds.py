@@ -8,7 +8,8 @@ import math
 
 import pytest
 
-from ansible_collections.aorta.cluster.plugins.module_utils.trace_analysis import _report, _thresholds
+from ansible_collections.aorta.cluster.plugins.module_utils.trace_analysis import _thresholds
+from ansible_collections.aorta.cluster.plugins.plugin_utils.report import _report
 
 
 @pytest.mark.parametrize(

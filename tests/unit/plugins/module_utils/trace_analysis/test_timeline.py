@@ -11,14 +11,15 @@ from pathlib import Path
 
 import pytest
 
-from ansible_collections.aorta.cluster.plugins.module_utils.trace_analysis import _render, _report, _timeline
+from ansible_collections.aorta.cluster.plugins.module_utils.trace_analysis import _timeline
+from ansible_collections.aorta.cluster.plugins.plugin_utils.report import _outputs, _report
 
 STRAGGLERS = Path(__file__).parent / "straggler_data"
 
 
 def test_every_rank_of_a_recorded_run_is_a_process_with_its_steps_and_collectives(tmp_path):
     report = _report.build_report(str(STRAGGLERS / "ok1"))
-    paths = _render.write_outputs(report, str(tmp_path))
+    paths = _outputs.write_outputs(report, str(tmp_path))
     timeline = json.loads(Path(paths["timeline"]).read_text())
     names = {e["pid"]: e["args"]["name"] for e in timeline["traceEvents"] if e["name"] == "process_name"}
     assert sorted(names) == [0, 1, 2, 3] and all(n.startswith(f"rank {r} · ") for r, n in names.items())

@@ -1,7 +1,8 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""The history of runs under a results root: each run's fingerprint, its row, index.json and
-index.html kept under a lock (several runs may end at once), and the earlier run ``aorta_baseline:
-auto`` compares with. Run directories are made from docs/samples/run.json."""
+"""The history of runs under a results root: each run's row, index.json and index.html (escaped,
+without script) kept under a lock (several runs may end at once), and the earlier run
+``aorta_baseline: auto`` chooses from it (results/_judging). Run directories are made from
+docs/samples/run.json."""
 
 from __future__ import annotations
 
@@ -14,12 +15,22 @@ from pathlib import Path
 import pytest
 
 from ansible_collections.aorta.cluster.plugins.plugin_utils.config._run_context import effective_config
+from ansible_collections.aorta.cluster.plugins.plugin_utils.results import _fingerprint as fpr
 from ansible_collections.aorta.cluster.plugins.plugin_utils.results import _history as hi
+from ansible_collections.aorta.cluster.plugins.plugin_utils.results import _judging as judging
 
 REPO = Path(__file__).resolve().parents[5]
+
+
 SAMPLE = json.loads((REPO / "docs" / "samples" / "run.json").read_text())
+
+
 START = SAMPLE["started_epoch"]
+
+
 OTHER_IMAGE = "sha256:" + "cd" * 32
+
+
 # The sample's base config as its head read it (its effective_config is this, without overrides).
 STANDIN_CONFIG = (REPO / "tests" / "standin" / "workload" / "config" / "standin.yaml").read_text()
 
@@ -95,105 +106,6 @@ def index_rows(root: Path) -> list[dict]:
     return json.loads((root / "index.json").read_text())["runs"]
 
 
-# ------------------------------------------------------------------------------------------------
-# fingerprint
-
-
-def test_fingerprint_of_the_sample():
-    fp = hi.fingerprint(SAMPLE)
-    assert fp == {
-        "nodes": ["192.168.128.2", "192.168.144.2"],
-        "image_id": SAMPLE["context"]["image_id"],
-        "gpus_per_node": 2,
-        "rocm": ["6.2.4"],
-        "amdgpu": ["6.8.5"],
-        "config": {"effective": {"model.model_dim": 64, "training.batch_size": 8}},
-    }
-    assert len(hi.fingerprint_id(fp)) == 12
-    assert hi.fingerprint_id(fp) == hi.fingerprint_id(json.loads(json.dumps(fp)))
-
-
-def test_the_effective_config_decides_not_the_base_configs_path():
-    same_work = run_doc("a", base_config="/elsewhere/copy-of-standin.yaml")
-    assert hi.fingerprint_id(hi.fingerprint(same_work)) == hi.fingerprint_id(hi.fingerprint(SAMPLE))
-    edited = run_doc("b", config_text=STANDIN_CONFIG.replace("model_dim: 64", "model_dim: 128"))
-    assert hi.differences(hi.fingerprint(edited), hi.fingerprint(SAMPLE)) == ["config model.model_dim: 128 vs 64"]
-    # A run.json of an earlier version (no effective_config): the base config's path and the overrides.
-    earlier = run_doc("c", overrides={"training.lr": 0.1, "profiling.active": 3})
-    del earlier["context"]["effective_config"]
-    assert hi.fingerprint(earlier)["config"] == {
-        "base_config": "config/standin.yaml",
-        "overrides": {"training.lr": "0.1"},
-    }
-    assert hi.differences(hi.fingerprint(earlier), hi.fingerprint(SAMPLE)) == [
-        "config: only one of the two runs recorded its effective config (an earlier version?)"
-    ]
-
-
-def test_fingerprint_ignores_keys_that_do_not_change_a_step():
-    plain = hi.fingerprint_id(hi.fingerprint(run_doc("a", overrides={"training.lr": 0.1})))
-    neutral = {
-        "training.lr": 0.1,
-        "training.max_steps": 50,
-        "profiling.active": 3,
-        "profiling.wait": 1,
-        "standin.slow_rank": 2,
-        "training.output_dir": "/scratch/run-2",
-        "dataset.cache_dir": "/tmp/x",
-        "logging.level": "debug",
-    }
-    ignore = ["dataset.cache_dir", "logging.*"]
-    assert hi.fingerprint_id(hi.fingerprint(run_doc("b", overrides=neutral), ignore)) == plain
-    assert hi.fingerprint_id(hi.fingerprint(run_doc("b", overrides=neutral))) != plain
-    # The overrides' forms a run may hold (a mapping, key=value text, JSON text) give one fingerprint.
-    text = hi.fingerprint(run_doc("c", overrides="training.lr=0.1 training.max_steps=9"))
-    assert hi.fingerprint_id(text) == plain
-    assert hi.fingerprint_id(hi.fingerprint(run_doc("d", overrides='{"training.lr": 0.1}'))) == plain
-
-
-@pytest.mark.parametrize(
-    "changes",
-    [
-        {"image_id": OTHER_IMAGE},
-        {"overrides": {"training.batch_size": 16}},
-        {"config_text": STANDIN_CONFIG.replace("batch_size: 8", "batch_size: 16")},
-        {"gpus_per_node": 8},
-        {"edit": lambda run: run["nodes"][1]["fingerprint"].update(rocm="6.3.0")},
-        {"edit": lambda run: run["nodes"][0]["fingerprint"].update(amdgpu="6.10.5")},
-        {"edit": lambda run: run["nodes"][1].update(name="10.0.0.3")},
-        {"edit": lambda run: run["nodes"].pop()},
-    ],
-)
-def test_fingerprint_changes_with_what_changes_the_work(changes):
-    assert hi.fingerprint_id(hi.fingerprint(run_doc("x", **changes))) != hi.fingerprint_id(hi.fingerprint(SAMPLE))
-
-
-def test_fingerprint_leaves_out_excluded_nodes_and_falls_back_to_the_nodes_image():
-    run = run_doc("x")
-    run["nodes"].append({"name": "10.0.0.9", "state": "excluded", "fingerprint": {"rocm": "5.7"}})
-    run["excluded"] = [{"name": "10.0.0.9", "reasons": ["no GPU"]}]
-    assert hi.fingerprint(run) == hi.fingerprint(SAMPLE)
-    run["context"]["image_id"] = None
-    assert hi.fingerprint(run)["image_id"] == SAMPLE["nodes"][0]["fingerprint"]["image_id"]
-
-
-def test_differences_one_line_per_part():
-    a = hi.fingerprint(run_doc("a", overrides={"training.lr": 0.1}))
-    b = hi.fingerprint(
-        run_doc("b", image_id=OTHER_IMAGE, edit=lambda run: run["nodes"][1].update(name="10.0.0.3")),
-    )
-    lines = hi.differences(a, b)
-    assert lines[0].startswith("image id sha256:2dedea257549") and "vs sha256:cdcdcdcdcdcd" in lines[0]
-    assert lines[1] == "nodes: 2 vs 2; 192.168.144.2 only in this run; 10.0.0.3 only in the other"
-    assert lines[2] == "config training.lr: 0.1 vs unset"
-    assert len(lines) == 3
-    assert hi.differences(a, a) == []
-
-
-# ------------------------------------------------------------------------------------------------
-# a row, index.json and index.html
-
-
 def test_entry_of_a_run_with_a_report(tmp_path):
     report = report_doc(
         120.0,
@@ -214,7 +126,7 @@ def test_entry_of_a_run_with_a_report(tmp_path):
     assert row["slow_nodes"] == ["192.168.144.2"] and row["straggler_ranks"] == [3]
     assert row["baseline_verdict"] == "regression"
     assert row["links"] == {"report": "r1/report.html", "run_json": "r1/run.json", "junit": "r1/junit.xml"}
-    assert row["fingerprint_id"] == hi.fingerprint_id(hi.fingerprint(SAMPLE))
+    assert row["fingerprint_id"] == fpr.fingerprint_id(fpr.fingerprint(SAMPLE))
     assert hi.entry(str(tmp_path / "nothing")) is None
 
 
@@ -262,9 +174,9 @@ def test_index_json_holds_each_effective_config_once_and_reads_back_the_rows_who
     assert document["format"] == hi.INDEX_FORMAT and len(document["configs"]) == 2
     assert {row["fingerprint"]["config"]["effective_ref"] for row in document["runs"]} == set(document["configs"])
     # Read back, each row's fingerprint is what fingerprint() makes of its run.json: the choice finds it.
-    expected = {f"r{i}": hi.fingerprint(run_doc(f"r{i}", overrides={"training.lr": i % 2})) for i in range(4)}
+    expected = {f"r{i}": fpr.fingerprint(run_doc(f"r{i}", overrides={"training.lr": i % 2})) for i in range(4)}
     assert {row["run_id"]: row["fingerprint"] for row in hi._indexed(str(root))} == expected
-    path, _why = hi.choose_baseline(str(root), run_doc("r9", START + 90, overrides={"training.lr": 1}))
+    path, _why = judging.choose_baseline(str(root), run_doc("r9", START + 90, overrides={"training.lr": 1}))
     assert path == str(root / "r3")
     # A row of an index written before (format 1: the config in the row itself) is read as it is.
     rows = hi._indexed(str(root))
@@ -307,7 +219,7 @@ def test_index_html_is_valid_linked_escaped_and_without_script(tmp_path):
     joined = "".join(page.text)
     assert "<b>evil&node</b>" in joined and "rank 5" in joined and "<script>alert(1)</script>" in joined
     assert {"r1/report.html", "r1/run.json", "r2/report.html"} <= set(page.links)
-    fp_id = hi.fingerprint_id(hi.fingerprint(SAMPLE))
+    fp_id = fpr.fingerprint_id(fpr.fingerprint(SAMPLE))
     assert f"#fp-{fp_id}" in page.links
     assert "svg" in page.tags and "circle" in page.tags and "title" in page.tags
     assert "step time (ms)" in joined and "throughput (samples/s)" in joined
@@ -315,51 +227,6 @@ def test_index_html_is_valid_linked_escaped_and_without_script(tmp_path):
     assert text.index(">r2<") < text.index(">r1<")
     # A fingerprint's line says the config as its newest run was given it, and how many keys count.
     assert "config config/standin.yaml without overrides (effective config compared: 2 keys)" in joined
-
-
-def test_render_html_trend_points_link_each_run():
-    rows = [
-        {
-            "run_id": f"r{i}",
-            "started_epoch": START + i,
-            "status": "COMPLETED",
-            "step_time_ms": 100.0 + i,
-            "samples_per_second": 50.0 - i,
-            "links": {"report": f"r{i}/report.html"},
-            "fingerprint": hi.fingerprint(SAMPLE),
-            "fingerprint_id": "f1",
-        }
-        for i in range(5)
-    ]
-    page = parse(hi.render_html(rows))
-    assert page.tags.count("circle") == 10
-    # The run id and the files column in the table, a point in each trend.
-    assert page.links.count("r3/report.html") == 4
-    assert hi.render_html([]).startswith("<!DOCTYPE html>")
-
-
-def test_page_stays_small_with_1000_runs_each_its_own_fingerprint():
-    rows = [
-        {
-            "run_id": f"2026{i:06d}",
-            "started_epoch": START + i,
-            "status": "COMPLETED",
-            "verdict": {"verdict": "PASS", "reasons": []},
-            "nodes": 64,
-            "gpus_per_node": 8,
-            "image": "rocm/pytorch:latest",
-            "image_id": OTHER_IMAGE,
-            "step_time_ms": 100.0 + i % 7,
-            "samples_per_second": 1000.0,
-            "slow_nodes": [f"node-{i}"],
-            "straggler_ranks": [i % 512],
-            "links": {"report": f"2026{i:06d}/report.html", "run_json": f"2026{i:06d}/run.json"},
-            "fingerprint": {**hi.fingerprint(SAMPLE), "nodes": [f"mi300x-{n:04d}" for n in range(64)]},
-            "fingerprint_id": f"{i:012d}",
-        }
-        for i in range(1000)
-    ]
-    assert len(hi.render_html(rows).encode()) < 5_000_000
 
 
 def test_concurrent_updates_lose_no_row(tmp_path):
@@ -386,10 +253,6 @@ def test_rebuild_equals_the_sum_of_updates(tmp_path):
     assert index_rows(root) == updated
 
 
-# ------------------------------------------------------------------------------------------------
-# aorta_baseline: auto
-
-
 def baseline_root(tmp_path: Path) -> Path:
     """r1 and r2 comparable and COMPLETED with reports, r3 FAILED, r4 on another image, r5 with no
     report; then the run being judged, r9 (newest)."""
@@ -408,40 +271,43 @@ def test_choose_baseline_takes_the_newest_completed_run_with_the_same_fingerprin
     root = baseline_root(tmp_path)
     if indexed:
         hi.rebuild(str(root))
-    path, why = hi.choose_baseline(str(root), run_doc("r9", START + 90))
+    path, why = judging.choose_baseline(str(root), run_doc("r9", START + 90))
     assert path == str(root / "r2")
-    fp_id = hi.fingerprint_id(hi.fingerprint(SAMPLE))
+    fp_id = fpr.fingerprint_id(fpr.fingerprint(SAMPLE))
     assert why == f"newest COMPLETED run with the same fingerprint {fp_id}: r2 (2026-12-02 04:26:34 UTC)"
 
 
 def test_choose_baseline_skips_the_run_itself_and_later_runs(tmp_path):
     root = baseline_root(tmp_path)
     hi.rebuild(str(root))
-    assert hi.choose_baseline(str(root), run_doc("r2", START + 10))[0] == str(root / "r1")
+    assert judging.choose_baseline(str(root), run_doc("r2", START + 10))[0] == str(root / "r1")
     # Judged again later: a newer comparable run is not its baseline.
-    assert hi.choose_baseline(str(root), run_doc("r1", START))[0] is None
+    assert judging.choose_baseline(str(root), run_doc("r1", START))[0] is None
 
 
 def test_choose_baseline_honours_ignored_keys(tmp_path):
     root = baseline_root(tmp_path)
     hi.rebuild(str(root))
     run = run_doc("r9", START + 90, overrides={"training.lr": 0.2})
-    path, why = hi.choose_baseline(str(root), run)
+    path, why = judging.choose_baseline(str(root), run)
     assert path is None
     assert why.startswith("no comparable run: 5 earlier runs, none with this fingerprint ")
     assert why.endswith("; the newest COMPLETED one, r5, differs in: config training.lr: 0.2 vs unset")
-    assert hi.choose_baseline(str(root), run, ["training.lr"])[0] == str(root / "r2")
+    assert judging.choose_baseline(str(root), run, ["training.lr"])[0] == str(root / "r2")
 
 
 def test_choose_baseline_says_why_there_is_none(tmp_path):
     root = tmp_path / "results"
-    assert hi.choose_baseline(str(root), run_doc("r9")) == (None, f"no comparable run: no earlier run under {root}")
+    assert judging.choose_baseline(str(root), run_doc("r9")) == (
+        None,
+        f"no comparable run: no earlier run under {root}",
+    )
     make_run(root, "r1", START, report=report_doc(100.0), status="FAILED")
     make_run(root, "r2", START + 10)
-    path, why = hi.choose_baseline(str(root), run_doc("r9", START + 90))
-    fp_id = hi.fingerprint_id(hi.fingerprint(SAMPLE))
+    path, why = judging.choose_baseline(str(root), run_doc("r9", START + 90))
+    fp_id = fpr.fingerprint_id(fpr.fingerprint(SAMPLE))
     assert path is None
     assert why == f"no comparable run: 2 earlier runs, 2 with this fingerprint {fp_id}, none COMPLETED with a report"
     make_run(root, "r3", START + 20, report=report_doc(100.0), image_id=OTHER_IMAGE)
-    path, why = hi.choose_baseline(str(root), run_doc("r9", START + 90))
+    path, why = judging.choose_baseline(str(root), run_doc("r9", START + 90))
     assert path is None and "the newest COMPLETED one, r3, differs in: image id" in why

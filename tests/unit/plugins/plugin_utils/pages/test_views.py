@@ -8,7 +8,7 @@ import random
 import re
 import xml.dom.minidom
 
-from ansible_collections.aorta.cluster.plugins.module_utils.trace_analysis import _render, _views
+from ansible_collections.aorta.cluster.plugins.plugin_utils.pages import _html, _views
 
 
 def ranks(nodes: int, per_node: int = 8, slow_node=None, seed: int = 1):
@@ -27,7 +27,7 @@ def ranks(nodes: int, per_node: int = 8, slow_node=None, seed: int = 1):
 
 def test_a_slow_node_is_a_red_row_and_every_cell_names_its_node_and_rank():
     heat = _views.heatmap(ranks(128, slow_node=77), "compute_per_iteration_ms", "compute", "ms", 0.3)
-    svg = _render.render_svg("heatmap", heat)
+    svg = _html.render_svg("heatmap", heat)
     xml.dom.minidom.parseString(svg)  # well-formed: the browser draws it without a script
     cells = re.findall(r"<rect [^>]*fill='(#[0-9a-f]{6})'><title>([^<]*)</title>", svg)
     assert len(cells) == 1024
@@ -39,15 +39,15 @@ def test_a_slow_node_is_a_red_row_and_every_cell_names_its_node_and_rank():
 
 
 def test_8000_cells_stay_under_a_megabyte_and_small_clusters_get_node_names_beside_the_rows():
-    big = _render.render_svg("heatmap", _views.heatmap(ranks(1000), "compute_per_iteration_ms", "compute", "ms"))
+    big = _html.render_svg("heatmap", _views.heatmap(ranks(1000), "compute_per_iteration_ms", "compute", "ms"))
     assert len(re.findall(r"<rect [^>]*><title>", big)) == 8000 and len(big.encode()) < 1_000_000
-    small = _render.render_svg("heatmap", _views.heatmap(ranks(8), "compute_per_iteration_ms", "compute", "ms"))
+    small = _html.render_svg("heatmap", _views.heatmap(ranks(8), "compute_per_iteration_ms", "compute", "ms"))
     assert len(re.findall(r">node-\d{4}</text>", small)) == 8 and ">node-0007</text>" in small
     assert ">node-0007</text>" not in big  # a row of 1 px: the node is in each cell's title
 
 
 def test_the_histogram_counts_every_rank_once():
-    svg = _render.render_svg("histogram", _views.histogram(ranks(16), "compute_per_iteration_ms", "c", "ms", bins=10))
+    svg = _html.render_svg("histogram", _views.histogram(ranks(16), "compute_per_iteration_ms", "c", "ms", bins=10))
     xml.dom.minidom.parseString(svg)
     counts = [int(n) for n in re.findall(r"<title>(\d+) ranks from", svg)]
     assert sum(counts) == 128 and len(counts) == 10
@@ -55,7 +55,7 @@ def test_the_histogram_counts_every_rank_once():
 
 def test_the_bars_stack_each_ranks_step_and_mark_the_stragglers_up_to_64_ranks():
     bars = _views.rank_bars(ranks(2, per_node=4), {5})
-    svg = _render.render_svg("rank_bars", bars)
+    svg = _html.render_svg("rank_bars", bars)
     xml.dom.minidom.parseString(svg)
     assert [b["label"] for b in bars["bars"]] == list(range(8)) and [b["slow"] for b in bars["bars"]].count(True) == 1
     # compute + exposed communication + the rest is the rank's whole step: the bars share one scale.
@@ -100,11 +100,11 @@ def test_every_axis_is_labelled_with_its_quantity_and_unit_and_no_label_runs_pas
     few = ranks(2, per_node=4)
     for r in few:
         r.update(step_time_ms=107.8, compute_per_iteration_ms=60.0, comm_wait_per_iteration_ms=20.0)
-    bars = _render.render_svg("rank_bars", _views.rank_bars(few, set()))
+    bars = _html.render_svg("rank_bars", _views.rank_bars(few, set()))
     texts, outside = _inside(bars)
     assert outside == [] and "108" in texts and "ms per step" in texts and "rank" in texts
     hist = _views.histogram(ranks(16), "compute_per_iteration_ms", "c", "ms", what="compute per step")
-    texts, outside = _inside(_render.render_svg("histogram", hist))
+    texts, outside = _inside(_html.render_svg("histogram", hist))
     assert outside == [] and "compute per step (ms)" in texts and "ranks" in texts and "0" in texts
     assert str(hist["top"]) in texts and hist["low"] in texts and hist["high"] in texts
     # Node names as long as a fully qualified host name, or longer.
@@ -112,13 +112,13 @@ def test_every_axis_is_labelled_with_its_quantity_and_unit_and_no_label_runs_pas
         dict(r, node=f"gpu-node-{r['rank'] // 8:03d}.rack-17.cluster.example.internal{'x' * 20}") for r in ranks(4)
     ]
     heat = _views.heatmap(named, "compute_per_iteration_ms", "compute per step by node and local rank", "ms")
-    texts, outside = _inside(_render.render_svg("heatmap", heat))
+    texts, outside = _inside(_html.render_svg("heatmap", heat))
     assert outside == [] and "local rank (GPU) →" in texts and "node" in texts
     assert [t for t in texts if t.startswith("gpu-node-000.")] == [named[0]["node"][:39] + "…"]
     assert [str(n) for n in range(8)] == [t for t in texts if t.isdigit()]  # the local ranks, numbered
     assert any(t.startswith("median rank (") and t.endswith(" ms)") for t in texts)  # the colour key
     texts, outside = _inside(
-        _render.render_svg("heatmap", _views.heatmap(ranks(1000), "compute_per_iteration_ms", "c", "ms"))
+        _html.render_svg("heatmap", _views.heatmap(ranks(1000), "compute_per_iteration_ms", "c", "ms"))
     )
     assert outside == [] and "node ↓ (rank order)" in texts
 

@@ -8,7 +8,8 @@ import html.parser
 import jinja2
 import pytest
 
-from ansible_collections.aorta.cluster.plugins.module_utils.trace_analysis import _render, _report, _report_template
+from ansible_collections.aorta.cluster.plugins.plugin_utils.pages import _html, _report_page, _report_template
+from ansible_collections.aorta.cluster.plugins.plugin_utils.report import _report, _run_facts
 
 
 class Tags(html.parser.HTMLParser):
@@ -42,7 +43,7 @@ def test_a_name_with_markup_stays_text_everywhere_on_the_page(tmp_path, combined
     for r in report["per_rank_summary"]:
         r["node"] = evil + r["node"]
     report["warnings"] = ["a warning with <b>markup</b> & an ampersand"]
-    page = _render.render_html(report)
+    page = _report_page.render_html(report)
     assert "<script>" not in page and "&lt;script&gt;alert(1)&lt;/script&gt;" in page
     assert "a warning with &lt;b&gt;markup&lt;/b&gt; &amp; an ampersand" in page
     parser = Tags()
@@ -52,7 +53,7 @@ def test_a_name_with_markup_stays_text_everywhere_on_the_page(tmp_path, combined
 
 
 def test_the_template_compiles_with_autoescape_and_refuses_a_missing_value():
-    env = _render.template().environment
+    env = _html.environment().get_template("report.html").environment
     assert env.autoescape is True
     with pytest.raises(jinja2.UndefinedError):
         env.from_string(_report_template.PAGE).render({})
@@ -69,8 +70,8 @@ def test_a_page_with_slow_links_the_sweep_and_collectives_against_the_fabric_sta
         {"node": f"<b>n{i}</b>", "rank": i, "direction": "both", "send_gbps": 0.2, "recv_gbps": 0.3, "ratio": 0.05}
         for i in range(10)
     ]
-    report.update(_report.fabric_findings({"fabric_sweep": sweep}, report))
-    page = _render.render_html(report)
+    report.update(_run_facts.fabric_findings({"fabric_sweep": sweep}, report))
+    page = _report_page.render_html(report)
     assert "&lt;b&gt;n0&lt;/b&gt;: fabric 0.2 Gbit/s sent, 0.3 Gbit/s received" in page and "<b>n0</b>" not in page
     parser = Tags()
     parser.feed(page)

@@ -1,13 +1,12 @@
 # Copyright (c) aorta.cluster contributors
 # GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""report.html's Jinja2 template, rendered with autoescape by _render (controller side only).
+"""report.html's Jinja2 template, loaded by pages/_html (autoescape, StrictUndefined; controller side).
 
-Private to this collection. Kept as a Python string so that it ships and loads wherever the
-module_utils do (no package data to find): VIEWS is loaded as 'views.svg', PAGE as 'report.html'. Every value arrives
-as plain text and is escaped here:
-a node name or a kernel name with '<' in it stays text. The model it reads is _render.page_model;
-the SVG geometry comes from _views. No JavaScript: the views are inline SVG with hover titles.
+Private to this collection. Kept as a Python string (no package data to find): VIEWS is loaded as
+'views.svg', PAGE as 'report.html'. Every value arrives as plain text and is escaped here: a node
+name or a kernel name with '<' in it stays text. The model it reads is _report_page.page_model; the
+SVG geometry comes from _views. No JavaScript: the views are inline SVG with hover titles.
 """
 
 from __future__ import annotations
