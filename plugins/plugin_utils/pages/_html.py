@@ -13,10 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
-try:
-    import jinja2
-except ImportError:  # pragma: no cover - ansible-core requires Jinja2
-    jinja2 = None  # type: ignore[assignment]
+import jinja2
 
 from ansible_collections.aorta.cluster.plugins.plugin_utils.pages import _history_template, _report_template
 from ansible_collections.aorta.cluster.plugins.plugin_utils.pages._opening import fmt
@@ -34,8 +31,6 @@ def environment() -> Any:
     rendering a small page)."""
     global _ENVIRONMENT  # noqa: PLW0603 - a cache
     if _ENVIRONMENT is None:
-        if jinja2 is None:  # pragma: no cover
-            raise RuntimeError("the HTML pages need Jinja2 in the controller's Python (ansible-core requires it)")
         loader = jinja2.DictLoader(TEMPLATES)
         _ENVIRONMENT = jinja2.Environment(loader=loader, autoescape=True, undefined=jinja2.StrictUndefined)
         _ENVIRONMENT.filters["fmt"] = fmt

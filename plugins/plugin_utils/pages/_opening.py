@@ -14,11 +14,6 @@ import os
 import re
 import time
 
-try:
-    import jinja2
-except ImportError:  # pragma: no cover - ansible-core requires Jinja2; module_utils guard their imports
-    jinja2 = None  # type: ignore[assignment]
-
 from ansible_collections.aorta.cluster.plugins.module_utils.trace_analysis._stragglers import (
     slow_link_evidence,
     slow_node_text,

@@ -9,11 +9,6 @@ Private to this collection; controller side.
 
 from __future__ import annotations
 
-try:
-    import jinja2
-except ImportError:  # pragma: no cover - ansible-core requires Jinja2; module_utils guard their imports
-    jinja2 = None  # type: ignore[assignment]
-
 from ansible_collections.aorta.cluster.plugins.module_utils.trace_analysis._stragglers import (
     STRAGGLER_ALPHA,
     times,

@@ -14,11 +14,6 @@ import io
 import json
 import os
 
-try:
-    import jinja2
-except ImportError:  # pragma: no cover - ansible-core requires Jinja2; module_utils guard their imports
-    jinja2 = None  # type: ignore[assignment]
-
 from ansible_collections.aorta.cluster.plugins.module_utils.node_runtime._files import write_text_atomic
 from ansible_collections.aorta.cluster.plugins.module_utils.trace_analysis._analysis import TIMELINE_ROWS
 from ansible_collections.aorta.cluster.plugins.plugin_utils.pages._report_page import (
