@@ -18,7 +18,7 @@ from typing import Any, ClassVar
 
 from ansible_collections.aorta.cluster.plugins.action.trace_parse import ActionModule as ControllerTaskAction
 from ansible_collections.aorta.cluster.plugins.module_utils.trace_analysis._combined import ARGUMENT_SPEC, write
-from ansible_collections.aorta.cluster.plugins.plugin_utils.results import _record
+from ansible_collections.aorta.cluster.plugins.plugin_utils.results import _node_results
 
 
 class ActionModule(ControllerTaskAction):
@@ -39,13 +39,13 @@ class ActionModule(ControllerTaskAction):
         node's ``aorta_end.collect``. A run where no node ended has nothing to collect: skipped."""
         found: dict[str, Any] = {}
         if "nodes" not in given:
-            if not _record.ended(nodes, groups):
+            if not _node_results.ended(nodes, groups):
                 return {"skipped": "no node of aorta_nodes ended (aorta.cluster.node_end): nothing to collect"}
-            found["nodes"] = _record.collected_nodes(nodes, groups)
+            found["nodes"] = _node_results.collected_nodes(nodes, groups)
             if not found["nodes"]:
                 return {"skipped": "no node's traces were collected or listed (aorta_collect_traces none)"}
         if "expected_ranks" not in given:
-            found["expected_ranks"] = _record.expected_ranks(
+            found["expected_ranks"] = _node_results.expected_ranks(
                 nodes,
                 groups,
                 self._variable(task_vars, "aorta_nproc_per_node"),

@@ -20,7 +20,7 @@ from ansible_collections.aorta.cluster.plugins.plugin_utils.cluster import _heal
 from ansible_collections.aorta.cluster.plugins.plugin_utils.collect import _collect_plan
 from ansible_collections.aorta.cluster.plugins.plugin_utils.config import _settings
 from ansible_collections.aorta.cluster.plugins.plugin_utils.launch import _launch, _plan
-from ansible_collections.aorta.cluster.plugins.plugin_utils.results import _record
+from ansible_collections.aorta.cluster.plugins.plugin_utils.results import _node_results
 from ansible_collections.aorta.cluster.plugins.plugin_utils.watch import _interrupt
 
 display = Display()
@@ -42,7 +42,7 @@ class ActionModule(ActionBase):
             results_dir = self._templar.template(task_vars.get("aorta_results_dir_resolved"))
         except AnsibleError:
             return result
-        return _record.shorten_failure(result, results_dir, str(task_vars.get("inventory_hostname")), "launch")
+        return _node_results.shorten_failure(result, results_dir, str(task_vars.get("inventory_hostname")), "launch")
 
     def _run(self, tmp: Any = None, task_vars: dict[str, Any] | None = None) -> dict[str, Any]:
         # Nothing here connects to the node before it is known to run: ActionBase.run() opens the

@@ -21,7 +21,7 @@ from ansible_collections.aorta.cluster.plugins.plugin_utils.config import _setti
 from ansible_collections.aorta.cluster.plugins.plugin_utils.config._vocabulary import READ_BY
 from ansible_collections.aorta.cluster.plugins.plugin_utils.launch._launch import LaunchError, launch_mode
 from ansible_collections.aorta.cluster.plugins.plugin_utils.launch._tools import pyspy_plan
-from ansible_collections.aorta.cluster.plugins.plugin_utils.results._record import shorten_failure
+from ansible_collections.aorta.cluster.plugins.plugin_utils.results._node_results import shorten_failure
 
 display = Display()
 
@@ -125,7 +125,7 @@ class ActionModule(ProbeAction):
     def _short(self, result: dict[str, Any], task_vars: dict[str, Any]) -> dict[str, Any]:
         """A failed result, printed whole by the console (some 4,000 characters with the probe's
         facts), shortened to one line under _run.MESSAGE_MAX and kept whole in the results
-        directory's logs/ (``_record.shorten_failure``; run_record reads it back). Whole under --check."""
+        directory's logs/ (``_node_results.shorten_failure``; run_record reads it back). Whole under --check."""
         if not result.get("failed") or self._task.check_mode:
             return result
         try:

@@ -17,7 +17,7 @@ from ansible.utils.display import Display
 from ansible_collections.aorta.cluster.plugins.module_utils.node_runtime import _time_bounds
 from ansible_collections.aorta.cluster.plugins.plugin_utils.cluster._controller import controller_identity
 from ansible_collections.aorta.cluster.plugins.plugin_utils.config import _settings
-from ansible_collections.aorta.cluster.plugins.plugin_utils.results import _record
+from ansible_collections.aorta.cluster.plugins.plugin_utils.results import _node_results
 
 display = Display()
 
@@ -156,7 +156,7 @@ class ActionModule(ActionBase):
         if purpose == "confirm":  # on the controller, from every node's registered watch result
             nodes = [str(n) for n in task_vars.get("ansible_play_hosts_all") or []]
             hostvars = task_vars.get("hostvars") or {}
-            kept = _record.host_values(hostvars, nodes, ("aorta_attach",), self._templar.template)
+            kept = _node_results.host_values(hostvars, nodes, ("aorta_attach",), self._templar.template)
             states = {node: str(dict(kept[node].get("aorta_attach") or {}).get("state") or "absent") for node in nodes}
             refused = unconfirmed(run_id, states)
             result.update(changed=False, failed=bool(refused), msg=refused or f"run {run_id} is held by its nodes")

@@ -22,7 +22,7 @@ from ansible.plugins.action import ActionBase
 from ansible_collections.aorta.cluster.plugins.plugin_utils.cluster._cluster_file import ClusterFileError
 from ansible_collections.aorta.cluster.plugins.plugin_utils.config._settings import write_text_atomic
 from ansible_collections.aorta.cluster.plugins.plugin_utils.config._vocabulary import DEFAULTS
-from ansible_collections.aorta.cluster.plugins.plugin_utils.results import _record
+from ansible_collections.aorta.cluster.plugins.plugin_utils.results import _node_results, _record
 from ansible_collections.aorta.cluster.plugins.plugin_utils.watch import _interrupt
 
 # The run_context role sets the first two (on localhost, handed to the nodes' plays as play vars);
@@ -80,8 +80,10 @@ class ActionModule(ActionBase):
             settings["aorta_stop_request"] = _interrupt.requested()
             groups = task_vars.get("groups") or {}
             hostvars = task_vars.get("hostvars") or {}
-            values = _record.host_values(hostvars, _record.nodes_of(groups), _record.NODE_VARS, template)
-            local = _record.host_values(hostvars, ["localhost"], _record.LOCAL_VARS, template)
+            values = _node_results.host_values(
+                hostvars, _node_results.nodes_of(groups), _node_results.NODE_VARS, template
+            )
+            local = _node_results.host_values(hostvars, ["localhost"], _node_results.LOCAL_VARS, template)
             # localhost may be a node too (a one-node run on the controller): its values join.
             values.setdefault("localhost", {}).update(local["localhost"])
         except AnsibleError as exc:

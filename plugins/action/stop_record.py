@@ -16,7 +16,7 @@ from ansible.utils.display import Display
 from ansible_collections.aorta.cluster.plugins.plugin_utils.cluster._controller import controller_identity
 from ansible_collections.aorta.cluster.plugins.plugin_utils.config import _settings
 from ansible_collections.aorta.cluster.plugins.plugin_utils.launch._run_id import results_dir
-from ansible_collections.aorta.cluster.plugins.plugin_utils.results import _record
+from ansible_collections.aorta.cluster.plugins.plugin_utils.results import _node_results
 
 display = Display()
 
@@ -102,8 +102,8 @@ class ActionModule(ActionBase):
         template = self._templar.template
         run_id = str(template(task_vars.get("aorta_run_id", "")) or "")
         groups = task_vars.get("groups") or {}
-        nodes = _record.nodes_of(groups)
-        values = _record.host_values(task_vars.get("hostvars") or {}, nodes, ("aorta_stop",), template)
+        nodes = _node_results.nodes_of(groups)
+        values = _node_results.host_values(task_vars.get("hostvars") or {}, nodes, ("aorta_stop",), template)
         stops = {node: dict(values[node].get("aorta_stop") or {}) for node in nodes}
         played = [str(node) for node in task_vars.get("ansible_play_hosts_all") or nodes]
         entry = stop_entry(stops, controller_identity(), dt.datetime.now(dt.timezone.utc), played)

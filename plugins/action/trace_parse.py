@@ -23,7 +23,7 @@ from ansible.plugins.action import ActionBase
 from ansible_collections.aorta.cluster.plugins.plugin_utils.collect import _collect_plan
 from ansible_collections.aorta.cluster.plugins.plugin_utils.config._vocabulary import DEFAULTS
 from ansible_collections.aorta.cluster.plugins.plugin_utils.report._task import TASK_ARGUMENT_SPEC, run_task
-from ansible_collections.aorta.cluster.plugins.plugin_utils.results import _judging, _record
+from ansible_collections.aorta.cluster.plugins.plugin_utils.results import _judging, _node_results
 
 # Where the play has none of them (a task outside the collection's plays): the variables' defaults.
 # One name each (Ansible's documentation reader cannot read a tuple assignment at module level).
@@ -105,8 +105,8 @@ class ActionModule(ActionBase):
         args = self.validate_argument_spec(argument_spec=self.ARGUMENT_SPEC)[1]
         task_vars = task_vars or {}
         groups = task_vars.get("groups") or {}
-        nodes = _record.host_values(
-            task_vars.get("hostvars") or {}, _record.nodes_of(groups), self.NODE_VARS, self._templar.template
+        nodes = _node_results.host_values(
+            task_vars.get("hostvars") or {}, _node_results.nodes_of(groups), self.NODE_VARS, self._templar.template
         )
         found = self.from_nodes(task_vars, nodes, groups, frozenset(self._task.args))
         # from_nodes may find nothing to do (skipped) or no way to do it (failed), each with its reason.
@@ -141,15 +141,15 @@ class ActionModule(ActionBase):
         is then read here) and how each node's analysis went; each
         node's clock offset; the ranks per node the launch used, else aorta_gpus_per_node."""
         found = self.where(task_vars)
-        made = _record.summaries(nodes, groups) if "summaries" not in given else None
+        made = _node_results.summaries(nodes, groups) if "summaries" not in given else None
         if made is not None:
             found["summaries"], found["node_analysis"] = made
             found["collection"] = self.collection(task_vars, nodes, groups)
         if "clock_offsets" not in given:
-            found["clock_offsets"] = _record.clock_offsets(nodes, groups)
+            found["clock_offsets"] = _node_results.clock_offsets(nodes, groups)
         if "gpus_per_node" not in given:
             gpus = self._variable(task_vars, "aorta_gpus_per_node")
-            found["gpus_per_node"] = _record.nproc(nodes, groups, gpus_per_node=gpus)
+            found["gpus_per_node"] = _node_results.nproc(nodes, groups, gpus_per_node=gpus)
         return found
 
     def collection(
@@ -158,7 +158,7 @@ class ActionModule(ActionBase):
         """What the report says of the run's collection when the nodes analysed their own traces: the
         mode the nodes' ends used and why, and for ``sample`` the pull that follows the report (its
         seed, from the run id, the sample's size and the budget)."""
-        said = _record.collect_mode(nodes, groups)
+        said = _node_results.collect_mode(nodes, groups)
         run_id = str(self._variable(task_vars, "aorta_run_id_resolved", "") or "")
         return {
             "mode": said.get("mode"),
@@ -178,7 +178,7 @@ class ActionModule(ActionBase):
         fails the play after run.json, junit.xml and the history are written."""
         found: dict[str, Any] = {"expected_results": _judging.thresholds(args.get("expected_results"))}
         run_dir = str(self._variable(task_vars, "aorta_results_dir_resolved", "") or "")
-        after_run = bool(run_dir) and not self._task.args.get("traces_dir") and bool(_record.nodes_of(groups))
+        after_run = bool(run_dir) and not self._task.args.get("traces_dir") and bool(_node_results.nodes_of(groups))
         if after_run:
             found["fail_on_threshold"] = False
         found["fail_on_findings"] = not after_run

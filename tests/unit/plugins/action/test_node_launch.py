@@ -13,7 +13,7 @@ from test_node_prepare import PREPARE, head_without_its_checkout, leases, run_va
 
 from ansible_collections.aorta.cluster.plugins.action.node_launch import ActionModule
 from ansible_collections.aorta.cluster.plugins.plugin_utils.launch._launch import LaunchError
-from ansible_collections.aorta.cluster.plugins.plugin_utils.results import _record
+from ansible_collections.aorta.cluster.plugins.plugin_utils.results import _node_results
 
 LAUNCH = {"name": "Launch", "aorta.cluster.node_launch": None, "register": "aorta_launch"}
 
@@ -114,11 +114,11 @@ def launch_action(check_mode: bool, returns: dict) -> ActionModule:
 
 def test_a_failed_launch_prints_one_short_line_and_run_record_reads_it_whole(tmp_path):
     full = failed_launch()
-    assert len(_record.printed(full)) > 1000
+    assert len(_node_results.printed(full)) > 1000
     (tmp_path / "logs").mkdir()
     node_vars = {"inventory_hostname": "gpu-node-07", "aorta_results_dir_resolved": str(tmp_path)}
     short = launch_action(False, full).run(task_vars=node_vars)
-    assert len(_record.printed(short)) < 300 and short["details"] == "logs/gpu-node-07.launch.json"
+    assert len(_node_results.printed(short)) < 300 and short["details"] == "logs/gpu-node-07.launch.json"
     assert "plan" not in short and short["msg"].startswith("the container did not start: docker: Error response")
     assert json.loads((tmp_path / "logs" / "gpu-node-07.launch.json").read_text()) == full
     # run_record's reading of the node (host_values): the launch whole, as before it was shortened.
@@ -127,7 +127,7 @@ def test_a_failed_launch_prints_one_short_line_and_run_record_reads_it_whole(tmp
         "gpu-node-07": {"aorta_launch": short},
         "localhost": {"aorta_results_dir_resolved": str(tmp_path)},  # the details file's is named from it
     }
-    values = _record.host_values(hostvars, ["head-01", "gpu-node-07"], _record.NODE_VARS)
+    values = _node_results.host_values(hostvars, ["head-01", "gpu-node-07"], _node_results.NODE_VARS)
     assert {k: v for k, v in values["gpu-node-07"]["aorta_launch"].items() if k != "details"} == full
     # Under --check the result stays whole and nothing is written.
     (tmp_path / "logs" / "gpu-node-07.launch.json").unlink()

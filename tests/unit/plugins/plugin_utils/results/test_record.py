@@ -1,12 +1,11 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""The run's record from the nodes' registered results, each figure once: the head, the rank count,
-the node rows, the health, the status, the context, run.json and its console lines and AWX stats.
-docs/samples/run.json is rebuilt, whole, from the results that made it."""
+"""The run's record from the nodes' registered results, each figure once: the node rows, the health,
+the status, the context, run.json and its console lines and AWX stats. docs/samples/run.json is
+rebuilt, whole, from the results that made it."""
 
 from __future__ import annotations
 
 import copy
-import gzip
 import json
 import shutil
 import tempfile
@@ -14,15 +13,23 @@ from pathlib import Path
 
 import pytest
 
-from ansible_collections.aorta.cluster.plugins.module_utils.trace_analysis._node_summary import FORMAT
 from ansible_collections.aorta.cluster.plugins.plugin_utils.cluster._cluster_file import ClusterFileError
+from ansible_collections.aorta.cluster.plugins.plugin_utils.results import _node_results as nr
 from ansible_collections.aorta.cluster.plugins.plugin_utils.results import _record as rr
 
 REPO = Path(__file__).resolve().parents[5]
+
+
 SAMPLE = json.loads((REPO / "docs" / "samples" / "run.json").read_text())
+
+
 STANDIN_CONFIG = REPO / "tests" / "standin" / "workload" / "config" / "standin.yaml"
+
+
 # What preflight puts in a row; node_end's node_result holds the rest.
 FROM_PREFLIGHT = ("fingerprint", "health")
+
+
 SETTINGS = {
     "aorta_run_id_resolved": SAMPLE["run_id"],
     "aorta_results_dir_resolved": SAMPLE["combined_traces"]["path"].rsplit("/", 1)[0],
@@ -107,44 +114,6 @@ def test_run_json_rebuilds_the_sample_whole_and_keeps_its_keys():
         f"results: {SETTINGS['aorta_results_dir_resolved']}",
     ]
     assert found["stats"]["data"]["aorta_manifest"].endswith("/combined_traces/manifest.json")
-
-
-def test_the_head_is_the_launchs_else_the_first_node():
-    hostvars = {"a": {"aorta_launch": {"head": "b"}}, "b": {"aorta_launch": {"nproc": 4, "nnodes": 1}}}
-    groups = {"aorta_nodes": ["a", "b"]}
-    assert rr.head(hostvars, groups) == "b"
-    assert rr.head_launch(hostvars, groups) == {"nproc": 4, "nnodes": 1}
-    assert rr.head({"a": {}}, groups) == "a"
-    assert rr.head({"a": {"aorta_launch": {"failed": True}}}, groups) == "a"
-    assert rr.head({}, {}) is None and rr.head_launch({}, None) == {}
-    assert rr.nodes_of({"all": ["x"]}) == [] and rr.nodes_of({"aorta_nodes": ["n1", 2]}) == ["n1", "2"]
-
-
-def test_nproc_is_the_launchs_else_the_configured_never_0_nor_omit():
-    groups = {"aorta_nodes": ["a", "b"]}
-    launched = {"a": {"aorta_launch": {"head": "a", "nproc": 4}}}
-    assert rr.nproc(launched, groups, 2, 8) == 4
-    # Node 0 excluded: its launch has the head but no nproc; the head's launch has it.
-    excluded = {"a": {"aorta_launch": {"head": "b", "excluded": True}}, "b": {"aorta_launch": {"nproc": 2}}}
-    assert rr.nproc(excluded, groups) == 2
-    assert rr.nproc({}, groups, None, 8) == 8
-    assert rr.nproc({}, groups, "6", 8) == 6
-    omitted = "__omit_place_holder__0123456789abcdef"
-    assert rr.nproc({"a": {"aorta_launch": {"nproc": omitted}}}, groups, 0, "8") == 8
-    # No launch and nothing configured: None, said, not 0.
-    assert rr.nproc({}, groups) is None
-    assert rr.nproc({"a": {"aorta_launch": {"nproc": 0}}}, groups, None, None) is None
-    assert rr.nproc({}, groups, True, None) is None
-
-
-def test_expected_ranks_counts_the_nodes_that_ran_times_their_ranks():
-    groups = {"aorta_nodes": ["a", "b", "c"]}
-    launched = {"a": {"aorta_launch": {"head": "a", "nproc": 8, "nnodes": 2}}}
-    assert rr.expected_ranks(launched, groups, None, 4) == 16
-    assert rr.expected_ranks({}, groups, None, 4) == 12  # no launch: every node, the configured ranks
-    assert rr.expected_ranks({}, groups, 2, 4) == 6
-    assert rr.expected_ranks({}, groups) is None
-    assert rr.expected_ranks({}, {}, None, 8) is None
 
 
 def test_a_node_that_never_ended_keeps_the_defaults_and_a_value_set_to_none_stays_none():
@@ -260,58 +229,6 @@ def test_the_effective_config_is_what_aorta_was_given():
     # Cut at the probe's read limit, or not read: not known, so no fingerprint of it.
     assert rr.context(settings, head("torchrun", truncated=True), groups)["effective_config"] is None
     assert rr.context(settings, head("torchrun", text=None, error="denied"), groups)["effective_config"] is None
-
-
-def summary_at(path, summaries, decoder="msgspec"):
-    """A node's summary file as its end fetched it (trace_summary's format); its path."""
-    body = {"format": FORMAT, "figures": {"decoder": decoder, "analysis_s": 0.5}, "summaries": summaries, "files": []}
-    with gzip.open(path, "wt") as handle:
-        json.dump(body, handle)
-    return str(path)
-
-
-def test_summaries_and_clock_offsets_come_from_every_node_in_order(tmp_path):
-    hostvars, groups = sample_vars()
-    assert rr.summaries(hostvars, groups) is None  # no node made one: the traces are read
-    second = summary_at(tmp_path / "n1.json.gz", [{"file": "r2.json", "rank": 2}], decoder="json")
-    first = summary_at(tmp_path / "n0.json.gz", [{"file": "r0.json", "node": "stale"}, {"file": "r1.json"}])
-    hostvars["192.168.144.2"]["aorta_end"]["summary"] = {"path": second}
-    hostvars["192.168.128.2"]["aorta_end"]["summary"] = {"path": first}
-    made = rr.summaries(hostvars, groups)
-    assert made is not None
-    found, rows = made[0], made[1]
-    assert found == [
-        {"file": "r0.json", "node": "192.168.128.2"},
-        {"file": "r1.json", "node": "192.168.128.2"},
-        {"file": "r2.json", "rank": 2, "node": "192.168.144.2"},
-    ]
-    assert [(row["node"], row["rank"], row["decoder"], row["analysis_s"]) for row in rows] == [
-        ("192.168.128.2", 0, "msgspec", 0.5),
-        ("192.168.144.2", 1, "json", 0.5),
-    ]
-    # A node whose summary failed on the way: an error naming it, its ranks then missing.
-    hostvars["192.168.144.2"]["aorta_end"]["summary"] = {"error": "summary: pull failed: timed out"}
-    made = rr.summaries(hostvars, groups)
-    assert made is not None
-    found, rows = made[0], made[1]
-    assert found[-1]["error"] == "192.168.144.2: summary: pull failed: timed out" and len(rows) == 1
-    assert rr.clock_offsets(hostvars, groups) == {"192.168.128.2": 0.0, "192.168.144.2": 0.25}
-    hostvars["192.168.144.2"].pop("aorta_prepare")
-    assert rr.clock_offsets(hostvars, groups) == {"192.168.128.2": 0.0}
-    # A folder of traces given alone: no nodes.
-    assert rr.summaries({}, {}) is None and rr.clock_offsets({}, {"all": ["localhost"]}) == {}
-    # The collection's mode as the first node's end that has one resolved it.
-    assert rr.collect_mode(hostvars, groups) == {}
-    hostvars["192.168.144.2"]["aorta_end"]["collect_mode"] = {"mode": "sample", "why": "auto"}
-    assert rr.collect_mode(hostvars, groups) == {"mode": "sample", "why": "auto"}
-
-
-def test_combined_traces_takes_each_ended_nodes_collection():
-    hostvars = {"a": {"aorta_end": {"collect": {"rank": 0}}}, "b": {"aorta_end": {"skipped": True}}, "c": {}}
-    groups = {"aorta_nodes": ["a", "b", "c"]}
-    assert rr.ended(hostvars, groups) == ["a", "b"]
-    assert rr.collected_nodes(hostvars, groups) == [{"rank": 0}]
-    assert rr.ended({}, groups) == [] and rr.collected_nodes({}, groups) == []
 
 
 def test_run_json_has_no_combined_traces_without_this_runs_manifest():
@@ -481,24 +398,6 @@ def test_the_health_files_keep_the_healthy_nodes_of_the_cluster_file(tmp_path):
         rr.health_files(str(tmp_path / "gone.json"), found)
 
 
-def test_host_values_reads_each_host_once_and_templates_what_it_reads():
-    class Vars(dict):
-        reads = 0
-
-    class HostVars(dict):
-        def __getitem__(self, host):
-            Vars.reads += 1
-            return super().__getitem__(host)
-
-    hostvars = HostVars(a=Vars(aorta_launch={"head": "a"}, other=1), localhost=Vars(aorta_combined="{{ x }}"))
-    found = rr.host_values(hostvars, ["a", "gone"], ["aorta_launch", "aorta_end"], template=lambda v: ("t", v))
-    assert found == {"a": {"aorta_launch": ("t", {"head": "a"})}, "gone": {}}
-    # The node once, and localhost once for the run's results directory (where a shortened failed
-    # result's details file is named from).
-    assert Vars.reads == 2
-    assert rr.host_values(hostvars, ["localhost"], rr.LOCAL_VARS) == {"localhost": {"aorta_combined": "{{ x }}"}}
-
-
 def test_a_run_the_user_stopped_is_stopped_with_the_phase_and_each_nodes_steps():
     rows = [
         {"name": "a", "state": "failed", "progress": {"0": 12, "1": 11}},
@@ -582,33 +481,6 @@ def results_with_logs():
     shutil.rmtree(top)
 
 
-def test_a_failed_preflight_prints_under_300_characters_and_keeps_the_rest_in_its_details_file(results_with_logs):
-    full = failed_preflight()
-    assert len(rr.printed(full)) > 2500  # what the console printed of it
-    results = results_with_logs
-    short = rr.shorten_failure(copy.deepcopy(full), str(results), "gpu-node-07", "preflight", ("own", "reached"))
-    path = results / "logs" / "gpu-node-07.preflight.json"
-    line = rr.FATAL.format(node="gpu-node-07") + rr.printed(short)  # the console's whole line
-    assert len(line) < 300, line
-    # The internal keys for Ansible and no other: own and reached are true, their readers' default.
-    assert set(short) == {"changed", "failed", "msg", "details", "_ansible_no_log"}
-    # Named from the results directory the run printed at its start.
-    assert (
-        short["details"] == "logs/gpu-node-07.preflight.json" and short["failed"] is True and short["changed"] is False
-    )
-    assert short["msg"].endswith("\u2026") and "\n" not in short["msg"] and len(short["msg"]) <= rr.SHORT_MSG_MAX
-    assert full["msg"].startswith(short["msg"][:-1])
-    whole = json.loads(path.read_text())
-    assert whole == {k: v for k, v in full.items() if k != "_ansible_no_log"}
-    assert oct(path.stat().st_mode & 0o777) == "0o600"
-    assert rr.full_result(short, str(results)) == {**whole, "details": short["details"], "_ansible_no_log": False}
-    # A node the head's failure kept from its probe: not reached, and that is kept.
-    unreached = rr.shorten_failure(
-        dict(full, reached=False), str(results), "gpu-node-07", "preflight", ("own", "reached")
-    )
-    assert unreached["reached"] is False and "own" not in unreached
-
-
 def failed_run_vars(prepared: dict, setup_result: dict, results_dir: str = "") -> dict:
     """The hostvars of a run whose worker failed its own preflight (the head passed): as the
     rescue leaves them (its failed task and result on the worker)."""
@@ -628,13 +500,13 @@ def failed_run_vars(prepared: dict, setup_result: dict, results_dir: str = "") -
 def test_run_json_keeps_a_shortened_failures_every_detail(results_with_logs):
     full = failed_preflight()
     results = str(results_with_logs)
-    short = rr.shorten_failure(copy.deepcopy(full), results, "gpu-node-07", "preflight", ("own", "reached"))
+    short = nr.shorten_failure(copy.deepcopy(full), results, "gpu-node-07", "preflight", ("own", "reached"))
     assert "failures" not in short and "derived" not in short
     groups = {"aorta_nodes": ["head-01", "gpu-node-07"]}
 
     def document(prepared, setup_result):
         hostvars = failed_run_vars(prepared, setup_result, results)
-        values = rr.host_values(hostvars, rr.nodes_of(groups), rr.NODE_VARS)
+        values = nr.host_values(hostvars, nr.nodes_of(groups), nr.NODE_VARS)
         values["localhost"] = hostvars["localhost"]
         found = rr.record(dict(SETTINGS), values, groups, 1796000100, diagnose=lambda *a: {"summary": "x"})
         return found["run_json"]
@@ -651,40 +523,6 @@ def test_run_json_keeps_a_shortened_failures_every_detail(results_with_logs):
     (results_with_logs / short["details"]).unlink()
     gone = document(short, short)
     assert gone["unhealthy"] == [{"name": "gpu-node-07", "reasons": [short["msg"]]}]
-
-
-def test_a_failure_stays_whole_where_it_is_short_or_has_nowhere_to_go(tmp_path, results_with_logs):
-    small = {"failed": True, "changed": False, "own": False, "reached": False, "msg": "not probed: the head failed"}
-    results = results_with_logs
-    assert rr.shorten_failure(small, str(results), "n1", "preflight") is small
-    passed = dict(failed_preflight(), failed=False)
-    assert rr.shorten_failure(passed, str(results), "n1", "preflight") is passed
-    full = failed_preflight()
-    # No logs/ (run_start makes it, never under --check), no results directory: whole, nothing written.
-    assert rr.shorten_failure(full, str(tmp_path / "nowhere"), "n1", "preflight") is full
-    assert rr.shorten_failure(full, None, "n1", "preflight") is full
-    assert not (tmp_path / "nowhere").exists() and list((results / "logs").iterdir()) == []
-    (results / "logs" / "n1.preflight.json").mkdir()  # a file it cannot write (a directory in its way)
-    assert rr.shorten_failure(full, str(results), "n1", "preflight") is full
-    assert rr.full_result(small) is small and rr.full_result(None) is None
-    assert rr.full_result({"failed": True, "details": {"a": 1}}) == {"failed": True, "details": {"a": 1}}
-    # Only a failed result was shortened: another's ``details`` names no file of ours.
-    (results / "logs" / "n2.preflight.json").write_text('{"failures": ["x"]}')
-    named = {"failed": False, "details": str(results / "logs" / "n2.preflight.json")}
-    assert rr.full_result(named) is named and rr.full_result(dict(named, failed=True))["failures"] == ["x"]
-
-
-def test_a_short_failure_keeps_what_its_readers_need_and_fits_a_long_path():
-    result = dict(failed_preflight(), own=False, reached=False, warnings=["w"], msg="first\nsecond " + "é" * 400)
-    short = rr.short_failure(result, "/r/logs/n1.preflight.json", ("own", "reached", "absent"))
-    assert "absent" not in short
-    assert (short["own"], short["reached"], short["warnings"]) == (False, False, ["w"])
-    assert short["msg"].startswith("first second \u00e9") and len(rr.printed(short)) < 300
-    deep = "/" + "d" * 230 + "/logs/n1.preflight.json"
-    short = rr.short_failure(result, deep, ("own",))
-    assert len(short["msg"]) == rr.SHORT_MSG_MIN  # the msg keeps its least; the path is whole
-    assert short["details"] == deep
-    assert rr.details_file("/r", "a/b", "launch") == "/r/logs/a_b.launch.json"
 
 
 def test_link_errors_that_grew_are_a_finding_with_one_console_line_whatever_the_node_count():
