@@ -8,18 +8,17 @@ from __future__ import annotations
 from typing import Any
 
 from ansible.errors import AnsibleError
-from ansible.plugins.action import ActionBase
 
 from ansible_collections.aorta.cluster.plugins.plugin_utils.cluster._cluster_file import partial_cluster
 from ansible_collections.aorta.cluster.plugins.plugin_utils.config._variables import RULES, check, unknown_names
+from ansible_collections.aorta.cluster.plugins.plugin_utils.steps._step import Step
 
 
 def _aorta_names(names: Any) -> list[str]:
     return [name for name in names if isinstance(name, str) and name.startswith("aorta_")]
 
 
-class ActionModule(ActionBase):
-    TRANSFERS_FILES = False
+class ActionModule(Step):
     _requires_connection = False
 
     def _name_sources(self, task_vars: dict[str, Any]) -> dict[str, list[str]]:

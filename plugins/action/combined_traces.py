@@ -16,12 +16,12 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping
 from typing import Any, ClassVar
 
-from ansible_collections.aorta.cluster.plugins.action.trace_parse import ActionModule as ControllerTaskAction
 from ansible_collections.aorta.cluster.plugins.module_utils.trace_analysis._combined import ARGUMENT_SPEC, write
 from ansible_collections.aorta.cluster.plugins.plugin_utils.results import _node_results
+from ansible_collections.aorta.cluster.plugins.plugin_utils.steps._step import ControllerTask
 
 
-class ActionModule(ControllerTaskAction):
+class ActionModule(ControllerTask):
     # Both may be left out: from_nodes reads them from the run's nodes.
     ARGUMENT_SPEC: ClassVar[dict[str, Any]] = {
         **ARGUMENT_SPEC,
@@ -56,6 +56,3 @@ class ActionModule(ControllerTaskAction):
                     "failed": "expected_ranks: not given, and no launch nor aorta_gpus_per_node gives ranks per node"
                 }
         return found
-
-    def finish(self, result: Mapping[str, Any]) -> dict[str, Any]:
-        return {}

@@ -12,11 +12,11 @@ from typing import Any
 
 import yaml
 from ansible.errors import AnsibleError
-from ansible.plugins.action import ActionBase
 from ansible.utils.display import Display
 
 from ansible_collections.aorta.cluster.plugins.plugin_utils.config._cvs_config import cvs_config
 from ansible_collections.aorta.cluster.plugins.plugin_utils.launch._launch import LaunchError
+from ansible_collections.aorta.cluster.plugins.plugin_utils.steps._step import Step
 
 display = Display()
 
@@ -29,8 +29,7 @@ def write_vars(variables: dict[str, Any]) -> str:
     return path
 
 
-class ActionModule(ActionBase):
-    TRANSFERS_FILES = False
+class ActionModule(Step):
     _requires_connection = False
     _VALID_ARGS = frozenset(("src",))
 

@@ -13,11 +13,9 @@ from typing import Any
 
 from ansible.errors import AnsibleConnectionFailure, AnsibleError
 
-from ansible_collections.aorta.cluster.plugins.action.run_wait import ActionModule as WaitAction
 from ansible_collections.aorta.cluster.plugins.module_utils.trace_analysis import _node_summary
-from ansible_collections.aorta.cluster.plugins.module_utils.trace_analysis._traces import sha256_file
 from ansible_collections.aorta.cluster.plugins.plugin_utils.cluster._controller import controller_identity
-from ansible_collections.aorta.cluster.plugins.plugin_utils.collect import _collect_plan, _pull, _stream
+from ansible_collections.aorta.cluster.plugins.plugin_utils.collect import _collect_plan, _pull
 from ansible_collections.aorta.cluster.plugins.plugin_utils.config import _settings
 from ansible_collections.aorta.cluster.plugins.plugin_utils.config._vocabulary import READ_BY
 from ansible_collections.aorta.cluster.plugins.plugin_utils.launch._launch import override_of
@@ -26,14 +24,12 @@ from ansible_collections.aorta.cluster.plugins.plugin_utils.results._run import 
     silent_reasons,
     torchrun_failure,
 )
+from ansible_collections.aorta.cluster.plugins.plugin_utils.steps._node_work import NodeTransfer, NodeWait
 from ansible_collections.aorta.cluster.plugins.plugin_utils.watch import _interrupt
 
 # The variables this step reads: the role trace_collect's, in roles/variables.yml.
 NAMES = READ_BY["trace_collect"]
 
-PULL_ATTEMPTS = 3  # a transient drop is retried; a pull that still fails is this node's error only
-PULL_DELAY_S = 3
-STREAM_TIMEOUT_S = 60  # for ssh to end once the stream is whole
 GONE_CONNECT_S = 10  # ssh's ConnectTimeout for a node the head counted as gone (its traces, if it is there)
 
 
@@ -49,12 +45,11 @@ def _node_summary_path(results_dir: str, rank: int) -> str:
     return os.path.join(results_dir, "node_summaries", f"node_{int(rank)}.json.gz")
 
 
-class ActionModule(WaitAction):
-    TRANSFERS_FILES = False
+class ActionModule(NodeWait, NodeTransfer):
     _VALID_ARGS: frozenset[str] = frozenset()
 
     def run(self, tmp: Any = None, task_vars: dict[str, Any] | None = None) -> dict[str, Any]:
-        result = super(WaitAction, self).run(tmp, task_vars)
+        result = super().run(tmp, task_vars)
         task_vars = task_vars or {}
         self._vars = task_vars  # every module run below needs them (interpreter, connection)
         # A stop the user asked for since the watch ended: collection carries on (what the ranks
@@ -313,44 +308,6 @@ class ActionModule(WaitAction):
             self._delete_remote(s, launch)
         return row
 
-    def fetch(self, s: dict[str, Any], record: dict[str, Any], root: str, floor: float) -> dict[str, Any]:
-        """The files under the node's ``root`` modified at or after ``floor``, streamed over the
-        node's ssh (else packed there and pulled), into the results directory's staging; the node's
-        manifest row. ``s``: aorta_results_dir_resolved, aorta_node_rank, aorta_run_id_resolved,
-        aorta_path, aorta_collect_compression, aorta_collect_parallel."""
-        results_dir = str(s["aorta_results_dir_resolved"])
-        local = _pull.staging_path(results_dir, int(s["aorta_node_rank"]))
-        argv = self._stream_argv(s, root, floor)
-        if argv is not None:
-            return self._streamed(s, record, argv, local)
-        remote = f"{s['aorta_path']}/.aorta-cluster/{s['aorta_run_id_resolved']}/traces.tar"
-        try:
-            pack = self._execute_module(
-                module_name="aorta.cluster.trace_pack",
-                module_args={
-                    "root": root,
-                    "since": floor,
-                    "archive": remote,
-                    "compression": s["aorta_collect_compression"],
-                },
-                task_vars=self._vars,
-            )
-        except AnsibleConnectionFailure as exc:
-            return _pull.manifest_row(record, record["state"], None, local, f"unreachable: {exc}", {})
-        if pack.get("failed"):
-            return _pull.manifest_row(record, record["state"], None, local, str(pack.get("msg") or "pack failed"), {})
-        if pack.get("archive") is None:
-            # Nothing new on the node (trace_pack packs no archive for no file): collected, with no
-            # file, as CVS and the earlier role record it; not a failure.
-            return _pull.manifest_row(record, record["state"], pack, local, "", {})
-        pull = self._pull(
-            remote, local, str(pack.get("archive_sha256", "")), int(s["aorta_collect_parallel"]), results_dir
-        )
-        error = "" if pull["ok"] else f"pull failed: {pull['msg']}"
-        with contextlib.suppress(AnsibleError):
-            self._low_level_execute_command("rm -f -- " + shlex.quote(remote), sudoable=False)
-        return _pull.manifest_row(record, record["state"], pack, local, error, pull)
-
     def _delete_remote(self, s: dict[str, Any], launch: dict[str, Any]) -> None:
         """aorta_collect_delete_remote, once the node's files arrived verified; never in script mode:
         the config's output directory holds earlier runs' files too."""
@@ -360,67 +317,3 @@ class ActionModule(WaitAction):
             self._low_level_execute_command(
                 "rm -rf -- " + shlex.quote(f"{s['aorta_path']}/{s['aorta_output_dir']}"), sudoable=False
             )
-
-    def _stream_argv(self, s: dict[str, Any], root: str, floor: float) -> list[bytes] | None:
-        """The ssh command that streams this node's files, over the task's own ssh connection (its
-        options and control socket); None where that cannot be done (another connection plugin, a
-        password to type), and the node packs an archive that is then fetched instead."""
-        connection = self._connection
-        if getattr(connection, "transport", "") != "ssh" or not hasattr(connection, "_build_command"):
-            return None
-        try:
-            if connection.get_option("password") or self._play_context.password:
-                return None
-            python = str(self._templar.template(self._interpreter()) or "python3")
-            if python.startswith("auto"):
-                python = "python3"
-            command = _stream.remote_command(python, root, floor, str(s["aorta_collect_compression"]))
-            return connection._build_command(connection.get_option("ssh_executable"), "ssh", connection.host, command)
-        except (AnsibleError, KeyError, AttributeError):
-            return None
-
-    def _interpreter(self) -> Any:
-        """The node's ansible_python_interpreter (a delegated task's: its node's, not the controller's)."""
-        return self._vars.get("ansible_python_interpreter")
-
-    def _streamed(self, s: dict[str, Any], record: dict[str, Any], argv: list[bytes], local: str) -> dict[str, Any]:
-        """Pack, transfer and unpack at once (plugin_utils/collect/_stream.py), at most aorta_collect_parallel
-        nodes at a time; a dropped stream is retried whole."""
-        results_dir = str(s["aorta_results_dir_resolved"])
-        tree = _pull.staging_tree(results_dir, int(s["aorta_node_rank"]))
-
-        def stream() -> dict[str, Any]:
-            try:
-                return _stream.pull(argv, tree, STREAM_TIMEOUT_S)
-            except _stream.StreamError as exc:
-                raise _pull.PullError(str(exc)) from None
-
-        pull = _pull.attempts(
-            stream, self._slots(results_dir), int(s["aorta_collect_parallel"]), PULL_ATTEMPTS, PULL_DELAY_S
-        )
-        if not pull["ok"]:
-            return _pull.manifest_row(record, record["state"], None, local, f"pull failed: {pull['msg']}", pull)
-        got = pull["value"]
-        pack = {"files": got["files"], "compression": got["compression"]}
-        row = _pull.manifest_row(record, record["state"], pack, local, "", pull)
-        return dict(row, tree=tree, arrived=got["arrived"])
-
-    @staticmethod
-    def _slots(results_dir: str) -> str:
-        return os.path.join(results_dir, ".staging", ".slots")
-
-    def _pull(self, remote: str, local: str, sha256: str, parallel: int, results_dir: str) -> dict[str, Any]:
-        """The archive pulled over the node's own connection, checked against the node's hash; at
-        most ``parallel`` nodes at once (a lock file per slot)."""
-        os.makedirs(os.path.dirname(local), exist_ok=True)
-
-        def fetch() -> None:
-            try:
-                self._connection.fetch_file(remote, local)
-            except AnsibleError as exc:
-                raise _pull.PullError(str(exc)) from None
-            got = sha256_file(local)
-            if sha256 and got != sha256:
-                raise _pull.PullError(f"the archive's sha256 is {got}, the node packed {sha256}")
-
-        return _pull.attempts(fetch, self._slots(results_dir), parallel, PULL_ATTEMPTS, PULL_DELAY_S)

@@ -12,7 +12,6 @@ from typing import Any
 
 import yaml
 from ansible.errors import AnsibleConnectionFailure, AnsibleError
-from ansible.plugins.action import ActionBase
 from ansible.utils.display import Display
 
 from ansible_collections.aorta.cluster.plugins.action.node_prepare import excluded_nodes, head_file
@@ -21,12 +20,13 @@ from ansible_collections.aorta.cluster.plugins.plugin_utils.collect import _coll
 from ansible_collections.aorta.cluster.plugins.plugin_utils.config import _settings
 from ansible_collections.aorta.cluster.plugins.plugin_utils.launch import _launch, _plan
 from ansible_collections.aorta.cluster.plugins.plugin_utils.results import _node_results
+from ansible_collections.aorta.cluster.plugins.plugin_utils.steps._step import Step
 from ansible_collections.aorta.cluster.plugins.plugin_utils.watch import _interrupt
 
 display = Display()
 
 
-class ActionModule(ActionBase):
+class ActionModule(Step):
     TRANSFERS_FILES = True
     _VALID_ARGS: frozenset[str] = frozenset()
 

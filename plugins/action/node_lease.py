@@ -7,12 +7,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from ansible.plugins.action import ActionBase
-
 from ansible_collections.aorta.cluster.plugins.plugin_utils.cluster._controller import controller_identity
+from ansible_collections.aorta.cluster.plugins.plugin_utils.steps._step import Step
 
 
-class ActionModule(ActionBase):
+class ActionModule(Step):
     def run(self, tmp: Any = None, task_vars: dict[str, Any] | None = None) -> dict[str, Any]:
         result = super().run(tmp, task_vars)
         args = dict(self._task.args)

@@ -11,7 +11,6 @@ from typing import Any
 from ansible.errors import AnsibleConnectionFailure, AnsibleError
 from ansible.utils.display import Display
 
-from ansible_collections.aorta.cluster.plugins.action.node_probe import ActionModule as ProbeAction
 from ansible_collections.aorta.cluster.plugins.module_utils.node_runtime import _time_bounds
 from ansible_collections.aorta.cluster.plugins.module_utils.node_runtime._probe import PULL_ANSWER_S
 from ansible_collections.aorta.cluster.plugins.plugin_utils.cluster._cluster_file import partial_cluster
@@ -22,6 +21,7 @@ from ansible_collections.aorta.cluster.plugins.plugin_utils.config._vocabulary i
 from ansible_collections.aorta.cluster.plugins.plugin_utils.launch._launch import LaunchError, launch_mode
 from ansible_collections.aorta.cluster.plugins.plugin_utils.launch._tools import pyspy_plan
 from ansible_collections.aorta.cluster.plugins.plugin_utils.results._node_results import shorten_failure
+from ansible_collections.aorta.cluster.plugins.plugin_utils.steps._node_work import NodeProbe
 
 display = Display()
 
@@ -99,8 +99,7 @@ def _collect_mode(s: dict[str, Any], task_vars: dict[str, Any]) -> str:
     return _collect_plan.of_run(s, len((task_vars.get("groups") or {}).get("aorta_nodes") or [1]))[0]
 
 
-class ActionModule(ProbeAction):
-    TRANSFERS_FILES = False
+class ActionModule(NodeProbe):
     _VALID_ARGS: frozenset[str] = frozenset()
 
     def run(self, tmp: Any = None, task_vars: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -136,7 +135,7 @@ class ActionModule(ProbeAction):
         return shorten_failure(result, results_dir, node, "preflight", SHORT_KEEP)
 
     def _run(self, tmp: Any = None, task_vars: dict[str, Any] | None = None) -> dict[str, Any]:
-        result = super(ProbeAction, self).run(tmp, task_vars)
+        result = super().run(tmp, task_vars)
         task_vars = task_vars or {}
         node = str(task_vars.get("inventory_hostname"))
         head = _settings.head_of(task_vars)

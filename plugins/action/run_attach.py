@@ -11,13 +11,13 @@ import datetime as dt
 from typing import Any
 
 from ansible.errors import AnsibleConnectionFailure
-from ansible.plugins.action import ActionBase
 from ansible.utils.display import Display
 
 from ansible_collections.aorta.cluster.plugins.module_utils.node_runtime import _time_bounds
 from ansible_collections.aorta.cluster.plugins.plugin_utils.cluster._controller import controller_identity
 from ansible_collections.aorta.cluster.plugins.plugin_utils.config import _settings
 from ansible_collections.aorta.cluster.plugins.plugin_utils.results import _node_results
+from ansible_collections.aorta.cluster.plugins.plugin_utils.steps._step import Step
 
 display = Display()
 
@@ -133,8 +133,7 @@ def unconfirmed(run_id: str, states: dict[str, str]) -> str:
     )
 
 
-class ActionModule(ActionBase):
-    TRANSFERS_FILES = False
+class ActionModule(Step):
     _VALID_ARGS = frozenset(("purpose",))
 
     def run(self, tmp: Any = None, task_vars: dict[str, Any] | None = None) -> dict[str, Any]:

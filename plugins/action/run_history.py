@@ -9,13 +9,11 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from ansible.plugins.action import ActionBase
-
 from ansible_collections.aorta.cluster.plugins.plugin_utils.results import _history
+from ansible_collections.aorta.cluster.plugins.plugin_utils.steps._step import Step
 
 
-class ActionModule(ActionBase):
-    TRANSFERS_FILES = False
+class ActionModule(Step):
     _requires_connection = False
     _VALID_ARGS = frozenset(("root", "ignore"))
 

@@ -13,23 +13,19 @@ from __future__ import annotations
 from typing import Any
 
 from ansible.module_utils.parsing.convert_bool import boolean
-from ansible.plugins.action import ActionBase
 from ansible.utils.display import Display
 
 from ansible_collections.aorta.cluster.plugins.plugin_utils.config._vocabulary import DEFAULTS
 from ansible_collections.aorta.cluster.plugins.plugin_utils.results import _outcome
+from ansible_collections.aorta.cluster.plugins.plugin_utils.steps._step import Step
 from ansible_collections.aorta.cluster.plugins.plugin_utils.watch import _console
 
 display = Display()
 
 
-class ActionModule(ActionBase):
-    TRANSFERS_FILES = False
+class ActionModule(Step):
     _requires_connection = False
     _VALID_ARGS: frozenset[str] = frozenset()
-
-    def _variable(self, task_vars: dict[str, Any], name: str, default: Any) -> Any:
-        return self._templar.template(task_vars[name]) if name in task_vars else default
 
     def run(self, tmp: Any = None, task_vars: dict[str, Any] | None = None) -> dict[str, Any]:
         result = super().run(tmp, task_vars)

@@ -17,12 +17,12 @@ import time
 from typing import Any
 
 from ansible.errors import AnsibleError
-from ansible.plugins.action import ActionBase
 
 from ansible_collections.aorta.cluster.plugins.plugin_utils.cluster._cluster_file import ClusterFileError
 from ansible_collections.aorta.cluster.plugins.plugin_utils.config._settings import write_text_atomic
 from ansible_collections.aorta.cluster.plugins.plugin_utils.config._vocabulary import DEFAULTS
 from ansible_collections.aorta.cluster.plugins.plugin_utils.results import _node_results, _record
+from ansible_collections.aorta.cluster.plugins.plugin_utils.steps._step import Step
 from ansible_collections.aorta.cluster.plugins.plugin_utils.watch import _interrupt
 
 # The run_context role sets the first two (on localhost, handed to the nodes' plays as play vars);
@@ -56,8 +56,7 @@ def write_text(path: str, text: str, mode: int) -> bool:
     return True
 
 
-class ActionModule(ActionBase):
-    TRANSFERS_FILES = False
+class ActionModule(Step):
     _requires_connection = False
     _VALID_ARGS: frozenset[str] = frozenset()
 

@@ -11,7 +11,6 @@ import os
 from typing import Any
 
 from ansible.errors import AnsibleError
-from ansible.plugins.action import ActionBase
 from ansible.utils.display import Display
 
 from ansible_collections.aorta.cluster.plugins.plugin_utils.config._settings import in_rank_order, read_json_object
@@ -22,6 +21,7 @@ from ansible_collections.aorta.cluster.plugins.plugin_utils.launch._run_id impor
     run_secret,
     start,
 )
+from ansible_collections.aorta.cluster.plugins.plugin_utils.steps._step import Step
 from ansible_collections.aorta.cluster.plugins.plugin_utils.watch import _console, _interrupt
 
 display = Display()
@@ -52,8 +52,7 @@ def recorded_already(run_id: str, results_dir: str, purpose: str = "watch") -> s
     )
 
 
-class ActionModule(ActionBase):
-    TRANSFERS_FILES = False
+class ActionModule(Step):
     _requires_connection = False
     _VALID_ARGS: frozenset[str] = frozenset(("purpose",))
 

@@ -11,19 +11,17 @@ import os
 from collections.abc import Callable
 from typing import Any
 
-from ansible.errors import AnsibleConnectionFailure
-from ansible.plugins.action import ActionBase
 from ansible.utils.display import Display
 
 from ansible_collections.aorta.cluster.plugins.module_utils.node_runtime import _aggregator
 from ansible_collections.aorta.cluster.plugins.plugin_utils.config._vocabulary import DEFAULTS
+from ansible_collections.aorta.cluster.plugins.plugin_utils.steps._step import Step
 from ansible_collections.aorta.cluster.plugins.plugin_utils.watch import _console, _interrupt, _watch
 
 display = Display()
 
 
-class ActionModule(ActionBase):
-    TRANSFERS_FILES = False
+class ActionModule(Step):
     _VALID_ARGS = frozenset(
         (
             "status_path",
@@ -52,14 +50,10 @@ class ActionModule(ActionBase):
         results_dir = str(self._templar.template(results_dir)) if results_dir else None
         say = _console.printer(results_dir, display.display)
 
-        def remote(line: str) -> dict[str, Any]:
-            try:
-                return self._low_level_execute_command(line, sudoable=False)
-            except AnsibleConnectionFailure as exc:
-                raise _watch.Unreachable(str(exc)) from None
-
         seen = _watch.watch(
-            self.stopping_reader(_watch.reader(remote, command), remote, str(args["aggregate_path"]), say, result),
+            self.stopping_reader(
+                _watch.reader(self._remote, command), self._remote, str(args["aggregate_path"]), say, result
+            ),
             int(args["timeout_seconds"]),
             _watch.head_poll(progress_dir, head, total_nodes, total_steps, say),
             lost_polls=int(args.get("unreachable_polls") or 3),

@@ -7,9 +7,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from ansible.plugins.action import ActionBase
 from ansible.utils.display import Display
 
+from ansible_collections.aorta.cluster.plugins.plugin_utils.steps._step import Step
 from ansible_collections.aorta.cluster.plugins.plugin_utils.watch import _console
 
 display = Display()
@@ -21,8 +21,7 @@ def lines_of(msg: Any) -> list[str]:
     return [line for item in items if item is not None for line in str(item).splitlines() if line.strip()]
 
 
-class ActionModule(ActionBase):
-    TRANSFERS_FILES = False
+class ActionModule(Step):
     _requires_connection = False
     _VALID_ARGS = frozenset(("msg",))
 

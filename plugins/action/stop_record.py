@@ -10,13 +10,13 @@ import json
 import os
 from typing import Any
 
-from ansible.plugins.action import ActionBase
 from ansible.utils.display import Display
 
 from ansible_collections.aorta.cluster.plugins.plugin_utils.cluster._controller import controller_identity
 from ansible_collections.aorta.cluster.plugins.plugin_utils.config import _settings
 from ansible_collections.aorta.cluster.plugins.plugin_utils.launch._run_id import results_dir
 from ansible_collections.aorta.cluster.plugins.plugin_utils.results import _node_results
+from ansible_collections.aorta.cluster.plugins.plugin_utils.steps._step import Step
 
 display = Display()
 
@@ -91,8 +91,7 @@ def append_stop(path: str, entry: dict[str, Any]) -> bool:
     return True
 
 
-class ActionModule(ActionBase):
-    TRANSFERS_FILES = False
+class ActionModule(Step):
     _requires_connection = False
     _VALID_ARGS: frozenset[str] = frozenset()
 

@@ -18,12 +18,11 @@ from __future__ import annotations
 from collections.abc import Callable, Collection, Mapping
 from typing import Any, ClassVar
 
-from ansible.plugins.action import ActionBase
-
 from ansible_collections.aorta.cluster.plugins.plugin_utils.collect import _collect_plan
 from ansible_collections.aorta.cluster.plugins.plugin_utils.config._vocabulary import DEFAULTS
 from ansible_collections.aorta.cluster.plugins.plugin_utils.report._task import TASK_ARGUMENT_SPEC, run_task
 from ansible_collections.aorta.cluster.plugins.plugin_utils.results import _judging, _node_results
+from ansible_collections.aorta.cluster.plugins.plugin_utils.steps._step import ControllerTask
 
 # Where the play has none of them (a task outside the collection's plays): the variables' defaults.
 # One name each (Ansible's documentation reader cannot read a tuple assignment at module level).
@@ -88,50 +87,13 @@ STATS_FIGURES = (
 )
 
 
-class ActionModule(ActionBase):
-    """A module's work done here: its arguments checked against ARGUMENT_SPEC, what the task left out
-    taken from the nodes (``from_nodes``), then TASK(args, check_mode) returns (result, failure
-    message or None). combined_traces does the same with its own."""
+class ActionModule(ControllerTask):
+    """The report made here (plugin_utils/report/_task.py's ``run_task``), from the traces or the
+    nodes' summaries, judged and compared with its baseline."""
 
-    TRANSFERS_FILES = False
-    _requires_connection = False
     ARGUMENT_SPEC: ClassVar[dict[str, Any]] = TASK_ARGUMENT_SPEC
     TASK: Callable[[dict[str, Any], bool], Any] = staticmethod(run_task)
-    # What from_nodes reads of each node.
     NODE_VARS: tuple[str, ...] = ("aorta_launch", "aorta_end", "aorta_prepare")
-
-    def run(self, tmp: Any = None, task_vars: dict[str, Any] | None = None) -> dict[str, Any]:
-        result = super().run(tmp, task_vars)
-        args = self.validate_argument_spec(argument_spec=self.ARGUMENT_SPEC)[1]
-        task_vars = task_vars or {}
-        groups = task_vars.get("groups") or {}
-        nodes = _node_results.host_values(
-            task_vars.get("hostvars") or {}, _node_results.nodes_of(groups), self.NODE_VARS, self._templar.template
-        )
-        found = self.from_nodes(task_vars, nodes, groups, frozenset(self._task.args))
-        # from_nodes may find nothing to do (skipped) or no way to do it (failed), each with its reason.
-        if "skipped" in found:
-            result.update(changed=False, skipped=True, skip_reason=found["skipped"], msg=found["skipped"])
-            return result
-        if "failed" in found:
-            result.update(changed=False, failed=True, msg=found["failed"])
-            return result
-        args.update(found)
-        try:
-            args.update(self.judging(task_vars, args, groups))
-        except ValueError as exc:
-            result.update(changed=False, failed=True, msg=str(exc))
-            return result
-        outcome, failure = self.TASK(args, bool(self._task.check_mode or self._play_context.check_mode))
-        result.update(outcome)
-        if failure:
-            result.update(failed=True, msg=failure)
-        else:
-            result.update(self.finish(result))
-        return result
-
-    def _variable(self, task_vars: Mapping[str, Any], name: str, default: Any = None) -> Any:
-        return self._templar.template(task_vars[name]) if name in task_vars else default
 
     def from_nodes(
         self, task_vars: Mapping[str, Any], nodes: Mapping[str, Any], groups: Mapping[str, Any], given: Collection[str]

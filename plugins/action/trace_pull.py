@@ -15,12 +15,11 @@ import time
 from typing import Any
 
 from ansible.errors import AnsibleError
-from ansible.plugins.action import ActionBase
 
-from ansible_collections.aorta.cluster.plugins.action.node_end import ActionModule as NodeEnd
 from ansible_collections.aorta.cluster.plugins.module_utils.trace_analysis import _combined
 from ansible_collections.aorta.cluster.plugins.plugin_utils.config import _settings
 from ansible_collections.aorta.cluster.plugins.plugin_utils.config._vocabulary import DEFAULTS
+from ansible_collections.aorta.cluster.plugins.plugin_utils.steps._node_work import NodeTransfer
 
 ARGUMENT_SPEC = {
     "node": {"type": "str", "required": True},
@@ -29,11 +28,9 @@ ARGUMENT_SPEC = {
 }
 
 
-class ActionModule(NodeEnd):
-    TRANSFERS_FILES = False
-
+class ActionModule(NodeTransfer):
     def run(self, tmp: Any = None, task_vars: dict[str, Any] | None = None) -> dict[str, Any]:
-        result = ActionBase.run(self, tmp, task_vars)
+        result = super().run(tmp, task_vars)
         args = self.validate_argument_spec(argument_spec=ARGUMENT_SPEC)[1]
         task_vars = task_vars or {}
         self._vars = task_vars

@@ -140,9 +140,9 @@ def trend_model(points: Sequence[tuple[Mapping[str, Any], float]], label: str, u
         return f"{top + plot_h * (1 - (v - lo) / (hi - lo)):.1f}"
 
     first, last = _date(points[0][0].get("started_epoch")), _date(points[-1][0].get("started_epoch"))
-    texts = [(left, top + plot_h + 14, "", first)]
+    texts = [(str(left), top + plot_h + 14, "", first)]
     if len(points) > 1:
-        texts.append((left + plot_w, top + plot_h + 14, "end", last))
+        texts.append((str(left + plot_w), top + plot_h + 14, "end", last))
     texts.append(
         (f"{left + plot_w / 2:.0f}", height - 6, "middle", f"runs in start order (UTC), {len(points)} plotted")
     )
