@@ -19,6 +19,7 @@ from ansible_collections.aorta.cluster.plugins.plugin_utils.collect import _coll
 from ansible_collections.aorta.cluster.plugins.plugin_utils.config import _settings
 from ansible_collections.aorta.cluster.plugins.plugin_utils.config._vocabulary import READ_BY
 from ansible_collections.aorta.cluster.plugins.plugin_utils.launch._launch import override_of
+from ansible_collections.aorta.cluster.plugins.plugin_utils.launch._plan import run_head
 from ansible_collections.aorta.cluster.plugins.plugin_utils.results._run import (
     node_state,
     silent_reasons,
@@ -56,7 +57,6 @@ class ActionModule(NodeWait, NodeTransfer):
         # wrote is kept); run.json says in which phase it came.
         _interrupt.claim("while collecting")
         node = str(task_vars.get("inventory_hostname"))
-        head = _settings.head_of(task_vars)
         nodes = (task_vars.get("groups") or {}).get("aorta_nodes") or [node]
         hostvars = task_vars.get("hostvars") or {}
         try:
@@ -68,7 +68,7 @@ class ActionModule(NodeWait, NodeTransfer):
         self._bind(s, node, watched)
         launch = task_vars.get("aorta_launch") or {}
         # The run's own head, ranks and node count: without the nodes preflight excluded.
-        head = str(launch.get("head") or head)
+        head = run_head(task_vars.get("groups"), launch, node)
         total_nodes = int(launch.get("nnodes") or len(nodes))
         if launch.get("rank") is not None:
             s["aorta_node_rank"] = int(launch["rank"])

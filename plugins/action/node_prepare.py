@@ -19,6 +19,7 @@ from ansible_collections.aorta.cluster.plugins.plugin_utils.collect import _coll
 from ansible_collections.aorta.cluster.plugins.plugin_utils.config import _settings
 from ansible_collections.aorta.cluster.plugins.plugin_utils.config._vocabulary import READ_BY
 from ansible_collections.aorta.cluster.plugins.plugin_utils.launch._launch import LaunchError, launch_mode
+from ansible_collections.aorta.cluster.plugins.plugin_utils.launch._plan import run_head
 from ansible_collections.aorta.cluster.plugins.plugin_utils.launch._tools import pyspy_plan
 from ansible_collections.aorta.cluster.plugins.plugin_utils.results._node_results import shorten_failure
 from ansible_collections.aorta.cluster.plugins.plugin_utils.steps._node_work import NodeProbe
@@ -138,7 +139,7 @@ class ActionModule(NodeProbe):
         result = super().run(tmp, task_vars)
         task_vars = task_vars or {}
         node = str(task_vars.get("inventory_hostname"))
-        head = _settings.head_of(task_vars)
+        head = run_head(task_vars.get("groups"), fallback=node)
         nodes = list((task_vars.get("groups") or {}).get("aorta_nodes") or [node])
         # Before any node is touched: a job that sees part of the cluster would rendezvous alone.
         first = (task_vars.get("hostvars") or {}).get(nodes[0]) or {}

@@ -16,6 +16,7 @@ from ansible.utils.display import Display
 from ansible_collections.aorta.cluster.plugins.module_utils.node_runtime import _time_bounds
 from ansible_collections.aorta.cluster.plugins.plugin_utils.cluster._controller import controller_identity
 from ansible_collections.aorta.cluster.plugins.plugin_utils.config import _settings
+from ansible_collections.aorta.cluster.plugins.plugin_utils.launch._plan import run_head
 from ansible_collections.aorta.cluster.plugins.plugin_utils.results import _node_results
 from ansible_collections.aorta.cluster.plugins.plugin_utils.steps._step import Step
 
@@ -176,7 +177,9 @@ class ActionModule(Step):
         if answer.get("failed"):
             result.update(failed=True, msg=f"run_attach: {answer.get('msg')}")
             return result
-        result.update(attachment(node, node == _settings.head_of(task_vars), run_id, answer, purpose))
+        result.update(
+            attachment(node, node == run_head(task_vars.get("groups"), fallback=node), run_id, answer, purpose)
+        )
         if result.get("line"):
             display.display(result["line"])
         return result

@@ -57,6 +57,18 @@ def test_the_node_side_summary_does_not_ship_the_renderer():
     assert shipped == {f"trace_analysis/{name}" for name in analysis}, shipped
 
 
+def test_module_utils_ship_the_standard_library_only():
+    """README's layout says module_utils (shipped to the nodes) is stdlib only: no Jinja2, no
+    controller-only plugin_utils (the report's pages moved out for that), no third-party import
+    that is not guarded."""
+    bad = []
+    for path in sorted((REPO / "plugins" / "module_utils").rglob("*.py")):
+        text = path.read_text()
+        if re.search(r"^\s*(import jinja2|from jinja2)|plugins\.plugin_utils", text, re.M):
+            bad.append(str(path.relative_to(REPO)))
+    assert bad == []
+
+
 def _version(text: str) -> tuple[int, ...]:
     return tuple(int(part) for part in str(text).split("."))
 

@@ -38,12 +38,6 @@ def read(template: Any, task_vars: Mapping[str, Any], names: Iterable[str]) -> d
     return {name: template(task_vars[name]) for name in names}
 
 
-def head_of(task_vars: Mapping[str, Any]) -> str:
-    groups = task_vars.get("groups") or {}
-    heads = groups.get("aorta_head") or groups.get("aorta_nodes") or [task_vars.get("inventory_hostname", "")]
-    return str(heads[0])
-
-
 def in_rank_order(template: Any, hostvars: Mapping[str, Any], nodes: Iterable[str]) -> list[str]:
     """``nodes`` sorted by their ``aorta_node_rank`` (the cluster file's order; the head first)."""
     position = {str(n): index for index, n in enumerate(nodes)}

@@ -309,3 +309,20 @@ def run_nodes(
             f"launch: {len(kept)} of {len(nodes)} nodes passed preflight, aorta_min_nodes is {need}: {named}{more}"
         )
     return {"nodes": kept, "head": kept[0], "excluded": excluded}
+
+
+# The inventory's groups (the inventory plugin and the aorta_cluster_file route make them).
+GROUP_NODES, GROUP_HEAD = "aorta_nodes", "aorta_head"
+
+
+def run_head(groups: Mapping[str, Any] | None, launch: Mapping[str, Any] | None = None, fallback: str = "") -> str:
+    """The run's head, found in one place: the node the launch elected (``launch``: any node's
+    ``aorta_launch``, which records ``head``; with aorta_exclude_unhealthy the first node that passed
+    preflight, ``run_nodes``), else the cluster file's (the group aorta_head, else the first of
+    aorta_nodes), else ``fallback`` (a task outside the collection's plays: its own host)."""
+    chosen = (launch or {}).get("head")
+    if chosen:
+        return str(chosen)
+    groups = groups or {}
+    heads = groups.get(GROUP_HEAD) or groups.get(GROUP_NODES) or [fallback]
+    return str(heads[0])

@@ -22,6 +22,7 @@ from typing import Any
 from ansible_collections.aorta.cluster.plugins.module_utils.trace_analysis import _node_summary
 from ansible_collections.aorta.cluster.plugins.plugin_utils.collect import _pull
 from ansible_collections.aorta.cluster.plugins.plugin_utils.config._settings import read_json_object, write_text_atomic
+from ansible_collections.aorta.cluster.plugins.plugin_utils.launch._plan import run_head
 from ansible_collections.aorta.cluster.plugins.plugin_utils.results._run import (
     MESSAGE_MAX,
     clip,
@@ -63,9 +64,6 @@ FATAL = "fatal: [{node}]: FAILED! => "
 
 def _dict(value: Any) -> Mapping[str, Any]:
     return value if isinstance(value, Mapping) else {}
-
-
-NODES_GROUP = "aorta_nodes"
 
 
 # What run_record reads of each node: its inventory variables, its three steps' registered results
@@ -240,8 +238,7 @@ def head(hostvars: Mapping[str, Any], groups: Mapping[str, Any] | None) -> str |
     nodes = nodes_of(groups)
     if not nodes:
         return None
-    chosen = _dict(_vars(hostvars, nodes[0]).get("aorta_launch")).get("head")
-    return str(chosen) if chosen else nodes[0]
+    return run_head(groups, _dict(_vars(hostvars, nodes[0]).get("aorta_launch")))
 
 
 def head_launch(hostvars: Mapping[str, Any], groups: Mapping[str, Any] | None) -> Mapping[str, Any]:

@@ -18,12 +18,6 @@ def test_values_are_templated_and_a_missing_one_names_the_defaults_role():
         _settings.read(str, task_vars, ["aorta_d", "aorta_c", "aorta_a"])
 
 
-def test_the_head_is_the_head_group_else_the_first_node_else_this_host():
-    assert _settings.head_of({"groups": {"aorta_head": ["h"], "aorta_nodes": ["n", "h"]}}) == "h"
-    assert _settings.head_of({"groups": {"aorta_nodes": ["n", "h"]}}) == "n"
-    assert _settings.head_of({"inventory_hostname": "me", "groups": {}}) == "me"
-
-
 def test_a_waiter_sees_the_file_once_it_is_written_whole(tmp_path):
     path = str(tmp_path / ".plan" / "head.json")
     timer = threading.Timer(0.3, _settings.write_json, (path, {"ok": True, "port": 29501}))

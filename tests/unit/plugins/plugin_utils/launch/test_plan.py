@@ -20,6 +20,7 @@ from ansible_collections.aorta.cluster.plugins.plugin_utils.launch._plan import 
     LAUNCH_NAMES,
     launch_deadlines,
     node_launch,
+    run_head,
     run_nodes,
 )
 
@@ -210,3 +211,11 @@ def test_the_fabric_sweep_off_leaves_the_join_as_it_was(off):
     plan = node_launch(launch_settings(**off), "gpu-b", ["gpu-a", "gpu-b"], HEAD, PREPARED)
     assert "sweep" not in plan["supervisor"]["watch"]
     assert plan["supervisor"]["watch"]["join_timeout"] == plan["deadlines"]["join_s"]
+
+
+def test_the_run_head_is_the_elected_one_else_the_head_group_else_the_first_node_else_this_host():
+    groups = {"aorta_head": ["h"], "aorta_nodes": ["h", "n"]}
+    assert run_head(groups, {"head": "n"}) == "n"  # aorta_exclude_unhealthy elected n
+    assert run_head(groups, {}) == "h" and run_head(groups) == "h"
+    assert run_head({"aorta_nodes": ["n", "h"]}) == "n"
+    assert run_head({}, None, "me") == "me"
