@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import os
 import time
+from collections.abc import Mapping
 from typing import Any
 
 from ansible.errors import AnsibleError
@@ -85,6 +86,7 @@ class ActionModule(Step):
             local = _node_results.host_values(hostvars, ["localhost"], _node_results.LOCAL_VARS, template)
             # localhost may be a node too (a one-node run on the controller): its values join.
             values.setdefault("localhost", {}).update(local["localhost"])
+            settings["aorta_run_started_epoch"] = self.started(settings, hostvars, values, groups)
         except AnsibleError as exc:
             result.update(failed=True, msg=f"run_record: {exc}")
             return result
@@ -134,3 +136,14 @@ class ActionModule(Step):
             except OSError as exc:
                 result.setdefault("warnings", []).append(f"{name} not written: {exc.strerror}")
         return written
+
+    def started(
+        self, settings: Mapping[str, Any], hostvars: Mapping[str, Any], values: Mapping[str, Any], groups: Mapping
+    ) -> Any:
+        """The run's start: this run's (run_start's), or for a watch re-attached from any controller
+        the original run's, as its head kept it at the launch (run_attach's result there)."""
+        head = _node_results.head(values, groups)
+        kept = self._templar.template((hostvars.get(head) or {}).get("aorta_attach")) if head in hostvars else None
+        if isinstance(kept, Mapping) and kept.get("run_started_epoch") is not None:
+            return kept["run_started_epoch"]
+        return settings.get("aorta_run_started_epoch")

@@ -26,3 +26,21 @@ attributes:
     description: The work is done by an action plugin on the controller.
     support: full
 """
+
+    # The modules whose work an action plugin of the same name does on the controller, whole: who
+    # wrote them, the attributes' descriptions, and check mode supported in full unless a module
+    # says otherwise (its own support wins).
+    CONTROLLER = r"""
+author:
+  - aorta.cluster maintainers (@aorta-cluster)
+attributes:
+  check_mode:
+    description: Can run in check_mode and return changed status prediction without modifying target.
+    support: full
+  diff_mode:
+    description: Will return details on what has changed (or possibly needs changing in check_mode), when in diff mode.
+    support: none
+  action:
+    description: The work is done by an action plugin on the controller.
+    support: full
+"""

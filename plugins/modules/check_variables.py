@@ -29,15 +29,11 @@ description:
     C(aorta_timout_seconds) would otherwise run with the default deadline. Only variable names are
     read: nothing is templated and no node is contacted. A site's own C(aorta_*) names (or shell-style
     patterns) go in C(aorta_site_variables)."
-author:
-  - aorta.cluster maintainers (@aorta-cluster)
 options: {}
 extends_documentation_fragment:
-  - aorta.cluster._attributes
-  - aorta.cluster._attributes.controller_action
+  - aorta.cluster._attributes.controller
 attributes:
   check_mode:
-    support: full
     details: It only reads variables.
 """
 

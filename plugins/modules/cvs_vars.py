@@ -20,8 +20,6 @@ description:
     not use are accepted and said on the console, one line each, with the reason.
   - C(aorta_multinode.yml) runs it once when O(src) is given as C(aorta_cvs_config); command-line
     C(-e) still wins over the mapped values.
-author:
-  - aorta.cluster maintainers (@aorta-cluster)
 options:
   src:
     description: The CVS file; a relative path is looked up as M(ansible.builtin.copy) looks up its C(src)
@@ -29,11 +27,9 @@ options:
     type: path
     required: true
 extends_documentation_fragment:
-  - aorta.cluster._attributes
-  - aorta.cluster._attributes.controller_action
+  - aorta.cluster._attributes.controller
 attributes:
   check_mode:
-    support: full
     details: The scratch file is written in check mode too, so that the check run reads the same variables.
 """
 

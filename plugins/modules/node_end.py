@@ -29,12 +29,9 @@ description:
   - "Never fails for the node's trouble: a node found gone is data (C(node_result.state) C(unreachable),
     C(collect.error)), never waited on again. M(aorta.cluster.combined_traces) then verifies every
     node's files into one tree."
-author:
-  - aorta.cluster maintainers (@aorta-cluster)
 options: {}
 extends_documentation_fragment:
-  - aorta.cluster._attributes
-  - aorta.cluster._attributes.controller_action
+  - aorta.cluster._attributes.controller
 attributes:
   check_mode:
     support: partial

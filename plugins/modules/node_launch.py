@@ -27,15 +27,11 @@ description:
     secret (the aggregator's HMAC key) reaches only that module's no_log option."
   - "With C(--check) or C(-v), prints each node's row: rendezvous, argv, environment and C(docker run)
     line. On the head, prints the preflight's one line for the whole cluster."
-author:
-  - aorta.cluster maintainers (@aorta-cluster)
 options: {}
 extends_documentation_fragment:
-  - aorta.cluster._attributes
-  - aorta.cluster._attributes.controller_action
+  - aorta.cluster._attributes.controller
 attributes:
   check_mode:
-    support: full
     details: Prints the plan and changes nothing.
 """
 

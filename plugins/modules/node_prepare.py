@@ -35,15 +35,11 @@ description:
     C(aorta.cluster.defaults) for their defaults. A node that does not answer within
     C(aorta_connect_timeout) (ssh's ConnectTimeout) or refuses SSH fails with C(preflight[ssh]: unreachable)
     and stays in the play as data (C(reached=false)), so every unreachable node is named at once."
-author:
-  - aorta.cluster maintainers (@aorta-cluster)
 options: {}
 extends_documentation_fragment:
-  - aorta.cluster._attributes
-  - aorta.cluster._attributes.controller_action
+  - aorta.cluster._attributes.controller
 attributes:
   check_mode:
-    support: full
     details: The lease is only checked and the fabric connection is not tried.
 """
 

@@ -20,8 +20,6 @@ description:
   - "Every run adds its own row at its end (M(aorta.cluster.run_outcome)); this rebuilds the whole
     history, after runs were moved or for runs older than the history. C(playbooks/run_history.yml)
     runs it on C(aorta_results_root)."
-author:
-  - aorta.cluster maintainers (@aorta-cluster)
 options:
   root:
     description: The results root (the parent of each run's results directory).
@@ -34,11 +32,9 @@ options:
     elements: str
     default: []
 extends_documentation_fragment:
-  - aorta.cluster._attributes
-  - aorta.cluster._attributes.controller_action
+  - aorta.cluster._attributes.controller
 attributes:
   check_mode:
-    support: full
     details: Checks the root; writes nothing.
 """
 

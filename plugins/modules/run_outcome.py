@@ -32,15 +32,11 @@ description:
   - "Reads C(aorta_results_dir_resolved), C(aorta_fail_on_threshold), C(aorta_verdict_ignores) and
     C(aorta_baseline_ignore) (config keys left out of the history's fingerprint) from the play's
     variables."
-author:
-  - aorta.cluster maintainers (@aorta-cluster)
 options: {}
 extends_documentation_fragment:
-  - aorta.cluster._attributes
-  - aorta.cluster._attributes.controller_action
+  - aorta.cluster._attributes.controller
 attributes:
   check_mode:
-    support: full
     details: Judges the run and prints the verdict; writes no file.
 """
 

@@ -39,18 +39,14 @@ description:
   - "Returns the run's status, its diagnosis, the lines to print (M(aorta.cluster.say)) and the AWX
     statistics in C(ansible_stats), which ansible-playbook takes from any task's result as from
     M(ansible.builtin.set_stats)'s (once for the play, aggregated): no C(set_stats) task is needed."
-author:
-  - aorta.cluster maintainers (@aorta-cluster)
 options: {}
 notes:
   - The role C(aorta.cluster.run_record) runs it, registers its result as C(aorta_run_record) and prints
     its C(lines).
 extends_documentation_fragment:
-  - aorta.cluster._attributes
-  - aorta.cluster._attributes.controller_action
+  - aorta.cluster._attributes.controller
 attributes:
   check_mode:
-    support: full
     details: Computes and returns everything, writes no file.
 """
 

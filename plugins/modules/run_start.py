@@ -28,8 +28,6 @@ description:
     The line names the run's status and the commands that serve instead."
   - "With O(purpose=collect) (C(playbooks/trace_collect.yml)), a recorded run is collected again into its
     own results directory; its C(variables.json) is kept as the run wrote it."
-author:
-  - aorta.cluster maintainers (@aorta-cluster)
 options:
   purpose:
     description:
@@ -39,11 +37,9 @@ options:
     choices: [run, watch, collect]
     default: run
 extends_documentation_fragment:
-  - aorta.cluster._attributes
-  - aorta.cluster._attributes.controller_action
+  - aorta.cluster._attributes.controller
 attributes:
   check_mode:
-    support: full
     details: Fixes the values and creates nothing.
 """
 

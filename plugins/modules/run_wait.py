@@ -22,8 +22,6 @@ description:
   - "A node that cannot be reached for O(unreachable_polls) polls in a row is returned with C(node_unreachable); a
     supervisor that never wrote its status, or that never finished within O(timeout_seconds), is
     returned as C(lost)."
-author:
-  - aorta.cluster maintainers (@aorta-cluster)
 options:
   status_path:
     description: The supervisor's status file on the node.
@@ -56,8 +54,7 @@ options:
     type: int
     default: 3
 extends_documentation_fragment:
-  - aorta.cluster._attributes
-  - aorta.cluster._attributes.controller_action
+  - aorta.cluster._attributes.controller
 attributes:
   check_mode:
     support: none

@@ -27,8 +27,6 @@ description:
     head's name, where each node's M(aorta.cluster.run_wait) finds the nodes the head counts as gone."
   - "When the head cannot be read for O(unreachable_polls) polls in a row, C(head_lost) is returned;
     each node's M(aorta.cluster.run_wait) then reads the nodes one by one."
-author:
-  - aorta.cluster maintainers (@aorta-cluster)
 options:
   status_path:
     description: The head's supervisor status file.
@@ -64,8 +62,7 @@ options:
     type: int
     default: 3
 extends_documentation_fragment:
-  - aorta.cluster._attributes
-  - aorta.cluster._attributes.controller_action
+  - aorta.cluster._attributes.controller
 attributes:
   check_mode:
     support: none

@@ -18,19 +18,15 @@ description:
     (C(display_ok_hosts=false)), so that a healthy run prints no line per node and task;
     M(ansible.builtin.debug) would be hidden with them. The run's few lines (where its results go,
     the end table, the report's headline) go through this instead."
-author:
-  - aorta.cluster maintainers (@aorta-cluster)
 options:
   msg:
     description: A line, several lines in one string, or a list of lines; empty lines are left out.
     type: raw
     required: true
 extends_documentation_fragment:
-  - aorta.cluster._attributes
-  - aorta.cluster._attributes.controller_action
+  - aorta.cluster._attributes.controller
 attributes:
   check_mode:
-    support: full
     details: It only prints.
 """
 

@@ -23,15 +23,11 @@ description:
     (the controller's user, host and process), C(asked_head), C(finished) (a count), C(not_finished)
     (node: state), C(unreachable) (nodes it could not reach: nothing asked of them) and C(not_in_this_stop)
     (nodes a C(--limit) left out of the play: nothing asked of them either), replacing the file atomically."
-author:
-  - aorta.cluster maintainers (@aorta-cluster)
 options: {}
 extends_documentation_fragment:
-  - aorta.cluster._attributes
-  - aorta.cluster._attributes.controller_action
+  - aorta.cluster._attributes.controller
 attributes:
   check_mode:
-    support: full
     details: Says what it found; writes nothing.
 """
 

@@ -88,6 +88,7 @@ def run_task(p: dict, check_mode: bool = False) -> tuple:
         return {"changed": False, "status": "failed", "skipped_files": report["skipped_files"]}, report["no_trace"]
     report["run"] = run_summary(record, record_path, report)
     report.update(fabric_findings(record, report))
+    report["verdict"] = None  # judged last (below), kept in its place among the report's keys
     if report["duration_seconds"] is None:
         report["duration_seconds"] = report["run"].get("duration_seconds")
     report["collection"] = p.get("collection")

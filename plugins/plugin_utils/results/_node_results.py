@@ -66,53 +66,6 @@ def _dict(value: Any) -> Mapping[str, Any]:
     return value if isinstance(value, Mapping) else {}
 
 
-# What run_record reads of each node: its inventory variables, its three steps' registered results
-# and its rescue's facts (setup stopped).
-NODE_VARS = (
-    "aorta_node_rank",
-    "aorta_mgmt_ip",
-    "aorta_vpc_ip",
-    "aorta_cluster_file",
-    "aorta_prepare",
-    "aorta_launch",
-    "aorta_end",
-    "aorta_node_setup_task",
-    "aorta_node_setup_result",
-)
-
-
-# What run_record reads of localhost: the collection's result and why collection stopped.
-# and whether setup stopped (the launch play's rescue marks it there).
-LOCAL_VARS = ("aorta_combined", "aorta_collect_failure", "aorta_setup_failed")
-
-
-# The nodes' registered results that node_prepare and node_launch may have shortened when they
-# failed (``short_failure``): every reader here takes them whole from their details file (``full_result``).
-SHORTENED_VARS = frozenset(("aorta_prepare", "aorta_launch", "aorta_node_setup_result"))
-
-
-# The key of a shortened failed result that names the file holding it whole.
-DETAILS_KEY = "details"
-
-
-# A failed result's msg, at most, once shortened: one line, the rest in the details file.
-SHORT_MSG_MAX = 200
-
-
-# Left to the msg however long the details file's path is (a results directory and node name of
-# some 150 characters together or more may then take the console line past MESSAGE_MAX).
-SHORT_MSG_MIN = 40
-
-
-# What ansible-core's default callback leaves out of a failed result's JSON (besides ``_ansible_*``):
-# the module's arguments, and what it shows on lines of its own or not at all at default verbosity.
-UNPRINTED = frozenset(("invocation", "exception", "warnings", "deprecations", "diff"))
-
-
-# What the callback prints before that JSON, on the same line.
-FATAL = "fatal: [{node}]: FAILED! => "
-
-
 def _vars(hostvars: Mapping[str, Any], host: Any) -> Mapping[str, Any]:
     return _dict(hostvars.get(host)) if host is not None else {}
 
