@@ -72,8 +72,6 @@ def awx_stats(result: Mapping[str, Any]) -> dict[str, Any]:
         "aorta_slow_nodes": [node.get("node") for node in result.get("slow_nodes") or []],
         "aorta_thresholds_passed": (result.get("validation") or {}).get("passed"),
         "aorta_baseline_verdict": (result.get("baseline") or {}).get("verdict"),
-        # The run's one verdict (run_outcome's aorta_verdict after a run is the same).
-        "aorta_verdict": (result.get("verdict") or {}).get("verdict"),
     }
     return {"data": data, "per_host": False, "aggregate": True}
 

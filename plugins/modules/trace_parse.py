@@ -309,7 +309,7 @@ ansible_stats:
       run): C(aorta_report_status), C(aorta_report), C(aorta_report_html), C(aorta_avg_iteration_time_ms),
       C(aorta_avg_step_time_ms), C(aorta_avg_compute_ratio), C(aorta_avg_comm_ratio),
       C(aorta_avg_overlap_ratio), C(aorta_straggler_ranks), C(aorta_slow_nodes),
-      C(aorta_thresholds_passed), C(aorta_baseline_verdict), C(aorta_verdict)."
+      C(aorta_thresholds_passed), C(aorta_baseline_verdict)."
   returned: success and not check mode
   type: dict
 headline_lines:

@@ -239,9 +239,12 @@ def test_a_stop_with_a_dead_head_names_it_and_the_others_answer(user, standin_cl
 def test_a_watch_of_an_id_no_node_holds_is_refused_with_the_head_alive_or_dead(user, standin_cluster):
     names = [n["mgmt_ip"] for n in standin_cluster.nodes]
     before = records(user["root"])
-    proc, _seconds = play(user, standin_cluster, "watch", aorta_run_id="never-ran")
-    assert proc.returncode != 0
-    assert len(lines_with(proc, f"no run never-ran was launched on {names[0]}: the node is free")) == 1
+    # The head alive, with or without a dead worker: the head refuses an id it never ran.
+    for dead in ((), (len(names) - 1,)):
+        proc, seconds = play(user, standin_cluster, "watch", dead=dead, aorta_run_id="never-ran")
+        assert proc.returncode != 0
+        assert len(lines_with(proc, f"no run never-ran was launched on {names[0]}: the node is free")) == 1
+        assert seconds < TIMEOUT + 30, seconds
     # The head dead: nothing refuses on it, and no record of a run nobody confirmed is written.
     for dead in ((0,), range(len(names))):
         proc, seconds = play(user, standin_cluster, "watch", dead=dead, aorta_run_id="never-ran")
@@ -279,6 +282,28 @@ def test_trace_collect_of_an_unknown_id_or_of_dead_nodes_says_so_and_keeps_the_t
     log = where / "console.log"  # the collection's own line is appended to the run's log, never over it
     assert after[log].startswith(before[log])
     assert kept({p: b for p, b in before.items() if p != log}, after)
+
+
+@pytest.mark.parametrize("which", ["head", "worker"])
+def test_trace_collect_with_one_node_dead_names_it_and_keeps_the_tree(user, standin_cluster, which):
+    """A recorded run's tree, collected again with its head or one worker dead: the dead node named
+    as not reached, the tree (which holds the head's files) kept byte for byte, the exit non-zero."""
+    names = [n["mgmt_ip"] for n in standin_cluster.nodes]
+    dead = 0 if which == "head" else len(names) - 1
+    where = recorded(user, f"collected-{which}", tree=names[0])
+    before = records(user["root"])
+    proc, seconds = play(user, standin_cluster, "trace_collect", dead=(dead,), aorta_run_id=f"collected-{which}")
+    assert proc.returncode == 2, proc.stdout[-3000:]
+    said = [line for line in lines_with(proc, "trace_collect: ") if names[dead] in line]
+    assert len(said) == 1 and " kept as it was: 1 nodes whose files it holds were not collected now " in said[0]
+    if which == "worker":  # the head answered with none of the run's files: the worker named too
+        assert f"({names[0]}); 1 more not reached now: {names[dead]}; nothing written over it" in said[0]
+    assert seconds < TIMEOUT + 45, seconds
+    after = records(user["root"])
+    log = where / "console.log"
+    assert after[log].startswith(before[log])
+    changed = [str(p) for p, b in before.items() if p != log and after.get(p) != b]
+    assert changed == [], changed
 
 
 def test_the_controller_only_playbooks_name_a_path_that_is_not_there(user, standin_cluster):

@@ -22,7 +22,8 @@ from ansible_collections.aorta.cluster.plugins.module_utils.trace_analysis._thre
 from ansible_collections.aorta.cluster.plugins.plugin_utils.config._vocabulary import DEFAULTS
 from ansible_collections.aorta.cluster.plugins.plugin_utils.results import (
     _diagnosis,
-    _history,
+    _fingerprint,
+    _judging,
     _junit,
     _outcome,
     _record,
@@ -319,7 +320,7 @@ def test_the_no_comparable_run_example_is_what_auto_says(tmp_path):
         other["context"]["image_id"] = "sha256:" + "0" * 64
         (tmp_path / other["run_id"]).mkdir()
         (tmp_path / other["run_id"] / "run.json").write_text(json.dumps(other))
-    path, reason = _history.choose_baseline(str(tmp_path), SAMPLE_RUN)
+    path, reason = _judging.choose_baseline(str(tmp_path), SAMPLE_RUN)
     assert path is None
     pattern = re.escape(quoted[1]).replace(re.escape("<fingerprint id>"), "[0-9a-f]{12}")
     assert re.fullmatch(pattern.replace(re.escape("<run id>"), "earlier-1"), reason), reason
@@ -346,7 +347,7 @@ def test_the_keys_left_out_of_the_fingerprint_and_who_stands_out_are_said_as_the
     results = " ".join((REPO / "docs" / "results.md").read_text().split())
     variables = " ".join((REPO / "docs" / "variables.md").read_text().split())
     ignore_row = next(line for line in variables.splitlines() or [variables] if "aorta_baseline_ignore" in line)
-    for key in _history.NEUTRAL_KEYS:
+    for key in _fingerprint.NEUTRAL_KEYS:
         assert f"`{key}`" in results, key
         assert f"`{key}`" in ignore_row, key
     assert f'"{_baseline.NOBODY_STANDS_OUT}"' in results

@@ -174,12 +174,13 @@ def current_manifest(dest):
 
 def lost_nodes(previous, manifest):
     """The nodes whose files ``previous`` (the tree already there) holds and ``manifest`` (the one just
-    collected) does not: a collection again while they do not answer would lose them."""
+    collected) does not: a collection again while they do not answer, or once their files are gone
+    from them (collected now, with none), would lose them."""
     now = {entry["name"]: entry for entry in manifest["nodes"]}
     lost = []
     for entry in (previous or {}).get("nodes") or []:
         found = now.get(entry.get("name")) or {}
-        if entry.get("files") and not (found.get("collected") or found.get("on_node")):
+        if entry.get("files") and not ((found.get("collected") and found.get("files")) or found.get("on_node")):
             lost.append(str(entry.get("name")))
     return lost
 
@@ -189,11 +190,15 @@ def _first_names(names, first=5):
     return ", ".join(names[:first]) + (f" and {len(names) - first} more" if len(names) > first else "")
 
 
-def kept_line(dest, lost):
+def kept_line(dest, lost, gone=()):
+    """Why the tree collected before stays: the nodes whose files it holds that gave none now, and
+    the other nodes this collection could not reach (``gone``), each named."""
+    others = [str(name) for name in gone if str(name) not in lost]  # not said twice
+    unreached = f"; {len(others)} more not reached now: {_first_names(others)}" if others else ""
     return (
         f"trace_collect: {dest} kept as it was: {len(lost)} nodes whose files it holds were not collected now "
-        f"({_first_names(lost)}); nothing written over it. Collect again once they answer, or into another directory "
-        "(-e aorta_results_dir=<new directory>)"
+        f"({_first_names(lost)}){unreached}; nothing written over it. Collect again once they answer, or into "
+        "another directory (-e aorta_results_dir=<new directory>)"
     )
 
 
@@ -247,7 +252,7 @@ def write(params, check_mode):
         "files": sum(len(e["files"]) for e in entries),
     }
     if lost:
-        result["kept_previous"] = kept_line(dest, lost)
+        result["kept_previous"] = kept_line(dest, lost, manifest["unreachable_nodes"])
     if not result["files"]:
         result["found_nothing"] = nothing_line(params["run_id"], len(nodes), manifest["unreachable_nodes"])
     return result, None

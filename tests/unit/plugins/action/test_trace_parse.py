@@ -222,8 +222,7 @@ def test_the_awx_stats_carry_the_headline_figures_once_for_the_run(tmp_path, com
         "aorta_report_status", "aorta_report", "aorta_report_html", "aorta_avg_iteration_time_ms",
         "aorta_avg_step_time_ms", "aorta_avg_compute_ratio", "aorta_avg_comm_ratio", "aorta_avg_overlap_ratio",
         "aorta_straggler_ranks", "aorta_slow_nodes", "aorta_thresholds_passed", "aorta_baseline_verdict",
-        "aorta_verdict",
     }  # fmt: skip
-    assert data["aorta_verdict"] == "PASS"  # the straggler ignored: the same verdict run_outcome gives
+    # Not the verdict: run_outcome sets aorta_verdict, and set_stats' aggregate would join two strings.
     dry = action(dict(args, report_dir=str(tmp_path / "dry")), check_mode=True).run(task_vars=task_vars)
     assert dry["ansible_stats"] == {}

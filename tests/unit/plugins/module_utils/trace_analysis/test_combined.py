@@ -117,6 +117,14 @@ def test_a_tree_is_never_replaced_by_one_that_lacks_a_node_whose_files_it_holds(
         _combined.kept_line("/t", many)
     )
     assert "(1000 not reached: n0, n1, n2, n3, n4 and 995 more): check" in _combined.nothing_line("r1", 1000, many)
+    # The node answered but has none of its files now (a worker dead beside it): the tree is kept
+    # all the same, and the line names the worker not reached too.
+    alive = {"rank": 0, "name": "a", "state": "ok", "collected": True, "error": None, "files": []}
+    worker = {"rank": 1, "name": "b", "state": "unreachable", "error": "unreachable: ssh timed out", "files": []}
+    result, failure = _combined.write(dict(params, expected_ranks=2, nodes=[alive, worker]), check_mode=False)
+    assert failure is None and result["changed"] is False
+    assert "were not collected now (a); 1 more not reached now: b; nothing written over it" in result["kept_previous"]
+    assert {p: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()} == before
     # A node that held no file loses nothing: the new tree is written.
     empty = _combined.build_manifest({"run_id": "r1", "expected_ranks": 1}, [entry(0, "a", [])])
     assert _combined.lost_nodes(empty, _combined.build_manifest(params, [dict(dead, collected=False)])) == []
