@@ -12,6 +12,7 @@ from typing import Any
 
 from ansible.utils.display import Display
 
+from ansible_collections.aorta.cluster.plugins.module_utils.node_runtime._words import first_names
 from ansible_collections.aorta.cluster.plugins.plugin_utils.cluster._controller import controller_identity
 from ansible_collections.aorta.cluster.plugins.plugin_utils.config import _settings
 from ansible_collections.aorta.cluster.plugins.plugin_utils.launch._run_id import results_dir
@@ -48,8 +49,7 @@ def stop_entry(stops: dict[str, Any], who: str, now: dt.datetime, played: list[s
 
 def named(nodes: list[str]) -> str:
     """At most NAMED_AT_MOST names and how many more: one line at any node count."""
-    more = f" and {len(nodes) - NAMED_AT_MOST} more" if len(nodes) > NAMED_AT_MOST else ""
-    return ", ".join(nodes[:NAMED_AT_MOST]) + more
+    return first_names(nodes, NAMED_AT_MOST)
 
 
 def stop_line(run_id: str, entry: dict[str, Any], nodes: int, run_json: str, head_node: str = "") -> str:

@@ -18,6 +18,7 @@ import shutil
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 
+from ansible_collections.aorta.cluster.plugins.module_utils.node_runtime._words import first_names
 from ansible_collections.aorta.cluster.plugins.module_utils.trace_analysis._layout import aorta_pairs
 from ansible_collections.aorta.cluster.plugins.module_utils.trace_analysis._traces import (
     TraceError,
@@ -187,7 +188,7 @@ def lost_nodes(previous, manifest):
 
 def _first_names(names, first=5):
     """The first ``first`` names and how many more: one bounded line at any node count."""
-    return ", ".join(names[:first]) + (f" and {len(names) - first} more" if len(names) > first else "")
+    return first_names(names, first)
 
 
 def kept_line(dest, lost, gone=()):

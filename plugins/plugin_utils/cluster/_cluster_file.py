@@ -19,6 +19,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from ansible_collections.aorta.cluster.plugins.module_utils.node_runtime._words import first_names
+
 # CVS rejects this marker anywhere in a cluster file (keys and values).
 CHANGEME = "<changeme>"
 USER_ID = "{user-id}"
@@ -354,8 +356,7 @@ def _has_vpc_ip(entry: dict[str, Any]) -> bool:
 
 def _names(names: list[str]) -> str:
     """Up to _NAMES_SHOWN names, then "and N more", so that the line stays short at any node count."""
-    shown = ", ".join(names[:_NAMES_SHOWN])
-    return shown + (f" and {len(names) - _NAMES_SHOWN} more" if len(names) > _NAMES_SHOWN else "")
+    return first_names(names, _NAMES_SHOWN)
 
 
 def _fabric_notes(node_dict: dict[str, Any], path: str) -> list[str]:

@@ -16,6 +16,7 @@ import json
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from ansible_collections.aorta.cluster.plugins.module_utils.node_runtime._words import first_names
 from ansible_collections.aorta.cluster.plugins.plugin_utils.launch._launch import LaunchError, override_tokens
 
 # Config keys that never change a step's work: how many steps, where the output goes, what is
@@ -138,8 +139,7 @@ def short_id(image_id: Any) -> str:
 
 
 def listed(names: Sequence[str], first: int = SHOWN) -> str:
-    more = f" and {len(names) - first} more" if len(names) > first else ""
-    return ", ".join(names[:first]) + more
+    return first_names(names, first)
 
 
 def text_of(values: Any) -> str:
