@@ -143,7 +143,11 @@ class ActionModule(Step):
         """The run's start: this run's (run_start's), or for a watch re-attached from any controller
         the original run's, as its head kept it at the launch (run_attach's result there)."""
         head = _node_results.head(values, groups)
-        kept = self._templar.template((hostvars.get(head) or {}).get("aorta_attach")) if head in hostvars else None
+        kept = (
+            self._templar.template((hostvars.get(head) or {}).get("aorta_attach"))
+            if head and head in hostvars
+            else None
+        )
         if isinstance(kept, Mapping) and kept.get("run_started_epoch") is not None:
             return kept["run_started_epoch"]
         return settings.get("aorta_run_started_epoch")
