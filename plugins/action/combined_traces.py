@@ -8,7 +8,7 @@ which a cluster file's vars often set for every host, implicit localhost include
 controller may not have. The tree is the controller's; so is the Python that writes it.
 
 The run's rank count and every node's collection are read here from the nodes' registered results
-when the task leaves them out (plugin_utils/results/_record.py), not in Jinja over every node's hostvars.
+when the task leaves them out (plugin_utils/results/_node_results.py), not in Jinja over every node's hostvars.
 """
 
 from __future__ import annotations

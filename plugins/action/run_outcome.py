@@ -15,6 +15,7 @@ from typing import Any
 from ansible.module_utils.parsing.convert_bool import boolean
 from ansible.utils.display import Display
 
+from ansible_collections.aorta.cluster.plugins.module_utils.trace_analysis._findings import kinds_of
 from ansible_collections.aorta.cluster.plugins.plugin_utils.config._vocabulary import DEFAULTS
 from ansible_collections.aorta.cluster.plugins.plugin_utils.results import _outcome
 from ansible_collections.aorta.cluster.plugins.plugin_utils.steps._step import Step
@@ -38,16 +39,13 @@ class ActionModule(Step):
         fail_on_threshold = boolean(
             self._variable(task_vars, "aorta_fail_on_threshold", DEFAULTS["aorta_fail_on_threshold"]), strict=False
         )
-        ignores = self._variable(task_vars, "aorta_verdict_ignores", DEFAULTS["aorta_verdict_ignores"]) or []
         check_mode = bool(self._task.check_mode)
         try:
+            ignores = kinds_of(self._variable(task_vars, "aorta_verdict_ignores", DEFAULTS["aorta_verdict_ignores"]))
             found = _outcome.finish(
-                results_dir,
-                ignore=[str(key) for key in ignore],
-                write=not check_mode,
-                verdict_ignores=[str(kind) for kind in ignores],
+                results_dir, ignore=[str(key) for key in ignore], write=not check_mode, verdict_ignores=ignores
             )
-        except _outcome.OutcomeError as exc:
+        except (_outcome.OutcomeError, ValueError) as exc:
             result.update(failed=True, msg=str(exc))
             return result
         _console.printer(results_dir, display.display)(found["line"])

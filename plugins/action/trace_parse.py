@@ -9,7 +9,7 @@ often set for every host, implicit localhost included: a Python without msgspec 
 decoder), or without the Jinja2 that draws report.html. Here it runs where ansible-playbook runs.
 
 What the task leaves out and the run's nodes know (their summaries, clock offsets, ranks per node)
-is read here from their registered results, once each (plugin_utils/results/_record.py), instead of
+is read here from their registered results, once each (plugin_utils/results/_node_results.py), instead of
 Jinja loops over every node's hostvars in the role.
 """
 
@@ -18,6 +18,7 @@ from __future__ import annotations
 from collections.abc import Callable, Collection, Mapping
 from typing import Any, ClassVar
 
+from ansible_collections.aorta.cluster.plugins.module_utils.trace_analysis._findings import kinds_of
 from ansible_collections.aorta.cluster.plugins.plugin_utils.collect import _collect_plan
 from ansible_collections.aorta.cluster.plugins.plugin_utils.config._vocabulary import DEFAULTS
 from ansible_collections.aorta.cluster.plugins.plugin_utils.report._task import TASK_ARGUMENT_SPEC, run_task
@@ -141,10 +142,11 @@ class ActionModule(ControllerTask):
         after_run = bool(run_dir) and not self._task.args.get("traces_dir") and bool(_node_results.nodes_of(groups))
         if after_run:
             found["fail_on_threshold"] = False
-        found["fail_on_findings"] = not after_run
-        if "verdict_ignores" not in self._task.args:
-            ignores = self._variable(task_vars, "aorta_verdict_ignores", DEFAULTS["aorta_verdict_ignores"]) or []
-            found["verdict_ignores"] = [str(kind) for kind in ignores]
+        found["fail_on_verdict"] = not after_run
+        given = self._task.args.get("verdict_ignores")
+        if given is None:
+            given = self._variable(task_vars, "aorta_verdict_ignores", DEFAULTS["aorta_verdict_ignores"])
+        found["verdict_ignores"] = kinds_of(given)  # ValueError: the task fails naming the kind
         default_ignore = DEFAULTS["aorta_baseline_ignore"]
         ignore = [str(key) for key in self._variable(task_vars, "aorta_baseline_ignore", default_ignore) or []]
         if not run_dir:  # trace_report.yml: the run whose traces these are, if any

@@ -9,7 +9,7 @@ from collections.abc import Mapping
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.aorta.cluster.plugins.plugin_utils.launch._plan import GROUP_NODES
+from ansible_collections.aorta.cluster.plugins.plugin_utils.cluster._cluster_file import GROUP_ALL
 from ansible_collections.aorta.cluster.plugins.plugin_utils.launch._plan import run_head as _run_head
 
 
@@ -18,7 +18,7 @@ def run_head(groups, hostvars=None):
     the first node's ``aorta_launch`` records it, else the cluster file's."""
     if not isinstance(groups, Mapping):
         raise AnsibleFilterError("run_head: give it the play's groups: {{ groups | aorta.cluster.run_head(hostvars) }}")
-    nodes = list(groups.get(GROUP_NODES) or [])
+    nodes = list(groups.get(GROUP_ALL) or [])
     launch = None
     if nodes and hostvars is not None and nodes[0] in hostvars:
         found = hostvars[nodes[0]].get("aorta_launch")

@@ -93,9 +93,10 @@ options:
         after run.json, junit.xml and the history are written."
     type: bool
     default: false
-  fail_on_findings:
+  fail_on_verdict:
     description:
-      - Fail the task when the verdict counted a finding (one not in O(verdict_ignores)).
+      - Fail the task when the verdict fails by the exit rule (the run's status, a finding not in
+        O(verdict_ignores), a threshold not met with O(fail_on_threshold)).
       - "The action sets it: true for a folder of traces given alone (C(trace_report.yml)), false
         after a run, where M(aorta.cluster.run_outcome) fails the play once everything is written."
     type: bool
@@ -152,8 +153,8 @@ options:
   baseline:
     description:
       - An earlier results directory, or its C(aorta_benchmark_report.json), to compare with; or
-        V(auto), which the action resolves to the newest COMPLETED run with the same fingerprint in the
-        results root (the parent of the run's results directory).
+        V(auto), which the action resolves to the newest COMPLETED run (its verdict not failed) with
+        the same fingerprint in the results root (the parent of the run's results directory).
       - The mean step time (C(avg_step_time_ms)) is judged C(regression) or C(improvement) when it
         changed by more than O(baseline_tolerance) and by more than twice the noise of the two means
         (the steps' spread), C(within noise) when only the first holds, else C(same); the ratios are
@@ -299,8 +300,9 @@ baseline:
 verdict:
   description:
     - "The run's one verdict, as C(run.json) and the console's last line say it: C(verdict) (V(PASS)
-      when the run COMPLETED and every judged threshold holds, else V(FAIL)), C(reasons) (one line per
-      cause) and C(notes) (what was judged)."
+      when the run COMPLETED, every judged threshold holds and nothing was found, else V(FAIL)),
+      C(reasons) (one line per cause), C(notes) (what was judged, each finding kind ignored),
+      C(findings) (the finding kinds that failed it) and C(ignored) (those kept as notes)."
   returned: success
   type: dict
 ansible_stats:

@@ -276,7 +276,7 @@ def test_trace_collect_of_an_unknown_id_or_of_dead_nodes_says_so_and_keeps_the_t
     said = lines_with(proc, f"trace_collect: {tree} kept as it was: 1 nodes whose files it holds")
     assert len(said) == 1, proc.stdout[-3000:]
     line = said[0]
-    assert f"were not collected now ({names[0]}); nothing written over it" in line
+    assert f"were not collected now ({names[0]}: not reached, or their files gone from them); nothing" in line
     assert seconds < TIMEOUT + 30, seconds
     after = records(user["root"])
     log = where / "console.log"  # the collection's own line is appended to the run's log, never over it
@@ -297,7 +297,10 @@ def test_trace_collect_with_one_node_dead_names_it_and_keeps_the_tree(user, stan
     said = [line for line in lines_with(proc, "trace_collect: ") if names[dead] in line]
     assert len(said) == 1 and " kept as it was: 1 nodes whose files it holds were not collected now " in said[0]
     if which == "worker":  # the head answered with none of the run's files: the worker named too
-        assert f"({names[0]}); 1 more not reached now: {names[dead]}; nothing written over it" in said[0]
+        assert (
+            f"({names[0]}: not reached, or their files gone from them); 1 more not reached now: {names[dead]};"
+            in said[0]
+        )
     assert seconds < TIMEOUT + 45, seconds
     after = records(user["root"])
     log = where / "console.log"

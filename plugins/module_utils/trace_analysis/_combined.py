@@ -198,8 +198,8 @@ def kept_line(dest, lost, gone=()):
     unreached = f"; {len(others)} more not reached now: {_first_names(others)}" if others else ""
     return (
         f"trace_collect: {dest} kept as it was: {len(lost)} nodes whose files it holds were not collected now "
-        f"({_first_names(lost)}){unreached}; nothing written over it. Collect again once they answer, or into "
-        "another directory (-e aorta_results_dir=<new directory>)"
+        f"({_first_names(lost)}: not reached, or their files gone from them){unreached}; nothing written over "
+        "it. Collect again once they answer, or into another directory (-e aorta_results_dir=<new directory>)"
     )
 
 

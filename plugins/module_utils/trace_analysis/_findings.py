@@ -3,7 +3,7 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 """A run's findings: what names a node, a rank or a link as bad, each in one line of evidence.
 
-Private to this collection; standard library only (the report is made on the controller or a node).
+Private to this collection; standard library only, beside the analysis (read on the controller).
 One home: the verdict (``_verdict``) fails a run on each finding the user did not ignore
 (``aorta_verdict_ignores``), junit.xml (controller) writes one testcase per kind from the same lines,
 so the two cannot disagree about what was found.
@@ -120,6 +120,27 @@ def baseline_regression(report: Mapping[str, Any] | None) -> list[str]:
     beyond = f", beyond the {float(tolerance) * 100:g}% tolerance" if isinstance(tolerance, (int, float)) else ""
     who = f"; {baseline['stands_out']}" if baseline.get("stands_out") else ""
     return [f"regression against the baseline: {figure}{beyond}{who}"]
+
+
+def kinds_of(value: Any) -> list[str]:
+    """``aorta_verdict_ignores`` as the kinds it names: a list, or text (``-e
+    aorta_verdict_ignores=slow_link``, an AWX survey's answer) split at commas and white space.
+    Raises ValueError naming what is not a kind: a kind misspelt would leave its finding failing
+    the verdict with nobody told why."""
+    if value is None:
+        return []
+    if isinstance(value, str):
+        items = [item for item in value.replace(",", " ").split() if item]
+    elif isinstance(value, (list, tuple)):
+        items = [str(item).strip() for item in value]
+    else:
+        raise ValueError(f"aorta_verdict_ignores: {value!r} is not a list of finding kinds ({', '.join(KINDS)})")
+    unknown = [item for item in items if item not in KINDS]
+    if unknown:
+        raise ValueError(
+            f"aorta_verdict_ignores: {', '.join(unknown)} names no finding kind (the kinds: {', '.join(KINDS)})"
+        )
+    return items
 
 
 def found(record: Mapping[str, Any] | None, report: Mapping[str, Any] | None) -> dict[str, list[str]]:

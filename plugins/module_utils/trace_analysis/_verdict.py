@@ -4,8 +4,9 @@
 """A run's one verdict, PASS or FAIL, and its reasons: the same words in run.json, the report's
 first row, the console's last line, junit.xml and the AWX stats.
 
-Private to this collection; standard library only. The report (on the controller or a node) and the
-controller's record both call ``verdict``, so the two can never say different things.
+Private to this collection; standard library only, beside the analysis it judges (read on the
+controller). The report and the run's record (run_outcome) both call ``verdict``, so the two can
+never say different things.
 
 A run passes when it COMPLETED, every CVS threshold that was judged holds (as in CVS, where a
 threshold not met fails the test) and nothing was found (``_findings``: a slow node or rank, a slow

@@ -24,7 +24,7 @@ import re
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from ansible_collections.aorta.cluster.plugins.module_utils.trace_analysis._findings import KINDS
+from ansible_collections.aorta.cluster.plugins.module_utils.trace_analysis._findings import kinds_of
 from ansible_collections.aorta.cluster.plugins.module_utils.trace_analysis._thresholds import threshold_problems
 from ansible_collections.aorta.cluster.plugins.plugin_utils.collect import _collect_plan
 from ansible_collections.aorta.cluster.plugins.plugin_utils.config._vocabulary import USER
@@ -142,10 +142,11 @@ def _nodes(value: Any) -> str | None:
 
 
 def _finding_kinds(value: Any) -> str | None:
-    if not isinstance(value, (list, tuple)):
-        return f"must be a list of finding kinds: {', '.join(KINDS)}"
-    unknown = [str(v) for v in value if v not in KINDS]
-    return f"names no finding kind: {', '.join(unknown)} (the kinds: {', '.join(KINDS)})" if unknown else None
+    try:
+        kinds_of(value)
+    except ValueError as exc:
+        return str(exc).split(": ", 1)[1]
+    return None
 
 
 def _collect_mode(value: Any) -> str | None:

@@ -17,6 +17,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple
 
 from ansible_collections.aorta.cluster.plugins.module_utils.node_runtime import _sweep_phase, _time_bounds
+from ansible_collections.aorta.cluster.plugins.plugin_utils.cluster._cluster_file import GROUP_ALL, GROUP_HEAD
 from ansible_collections.aorta.cluster.plugins.plugin_utils.config._vocabulary import READ_BY
 from ansible_collections.aorta.cluster.plugins.plugin_utils.launch import _docker_run, _launch
 from ansible_collections.aorta.cluster.plugins.plugin_utils.launch._launch import LaunchError
@@ -311,10 +312,6 @@ def run_nodes(
     return {"nodes": kept, "head": kept[0], "excluded": excluded}
 
 
-# The inventory's groups (the inventory plugin and the aorta_cluster_file route make them).
-GROUP_NODES, GROUP_HEAD = "aorta_nodes", "aorta_head"
-
-
 def run_head(groups: Mapping[str, Any] | None, launch: Mapping[str, Any] | None = None, fallback: str = "") -> str:
     """The run's head, found in one place: the node the launch elected (``launch``: any node's
     ``aorta_launch``, which records ``head``; with aorta_exclude_unhealthy the first node that passed
@@ -324,5 +321,5 @@ def run_head(groups: Mapping[str, Any] | None, launch: Mapping[str, Any] | None 
     if chosen:
         return str(chosen)
     groups = groups or {}
-    heads = groups.get(GROUP_HEAD) or groups.get(GROUP_NODES) or [fallback]
+    heads = groups.get(GROUP_HEAD) or groups.get(GROUP_ALL) or [fallback]
     return str(heads[0])

@@ -21,7 +21,11 @@ from ansible_collections.aorta.cluster.plugins.module_utils.trace_analysis._find
 from ansible_collections.aorta.cluster.plugins.module_utils.trace_analysis._thresholds import (
     ReportError,
 )
-from ansible_collections.aorta.cluster.plugins.module_utils.trace_analysis._verdict import verdict
+from ansible_collections.aorta.cluster.plugins.module_utils.trace_analysis._verdict import (
+    THRESHOLD,
+    fails_exit,
+    verdict,
+)
 from ansible_collections.aorta.cluster.plugins.plugin_utils.report._outputs import write_outputs
 from ansible_collections.aorta.cluster.plugins.plugin_utils.report._report import build_report
 from ansible_collections.aorta.cluster.plugins.plugin_utils.report._run_facts import (
@@ -45,7 +49,7 @@ TASK_ARGUMENT_SPEC = {
     "include_unlinked_kernels": {"type": "bool", "default": False},
     "expected_results": {"type": "dict", "default": {}},
     "fail_on_threshold": {"type": "bool", "default": False},
-    "fail_on_findings": {"type": "bool", "default": False},
+    "fail_on_verdict": {"type": "bool", "default": False},
     "verdict_ignores": {"type": "list", "elements": "str", "default": []},
     "gpus_per_node": {"type": "int"},
     "expected_ranks": {"type": "int"},
@@ -143,16 +147,21 @@ def run_task(p: dict, check_mode: bool = False) -> tuple:
 
 
 def task_failure(report: dict, found: dict, p: dict) -> str:
-    """Why the task fails ('' when it does not): a threshold not met with ``fail_on_threshold``, a
-    finding the verdict counted with ``fail_on_findings`` (a folder of traces given alone; after a
-    run, run_outcome fails the play once everything is written)."""
-    problems = []
-    if p["fail_on_threshold"] and not report["validation"]["passed"]:
-        failed = [c["reason"] for c in report["validation"]["checks"] if not c["passed"]]
-        problems.append("thresholds not met: " + "; ".join(failed))
-    kinds = report["verdict"]["findings"]
-    if p.get("fail_on_findings") and kinds:
-        problems.append("found: " + "; ".join(reason(kind, found[kind]) for kind in kinds))
+    """Why the task fails ('' when it does not): the one exit rule (``_verdict.fails_exit``: the
+    run's status, a finding not ignored, a threshold not met with ``fail_on_threshold``) on a folder
+    of traces given alone (``fail_on_verdict``); after a run, run_outcome fails the play once
+    everything is written. Said as the verdict's reasons: the status, ``thresholds not met: ...``,
+    ``found: ...``."""
+    verdict = report["verdict"]
+    if not p.get("fail_on_verdict") or not fails_exit(verdict, p["fail_on_threshold"]):
+        return ""
+    findings = [reason(kind, found[kind]) for kind in verdict["findings"]]
+    thresholds = [r[len(THRESHOLD) :] for r in verdict["reasons"] if r.startswith(THRESHOLD)]
+    problems = [r for r in verdict["reasons"] if not r.startswith(THRESHOLD) and r not in findings]
+    if thresholds and p["fail_on_threshold"]:
+        problems.append("thresholds not met: " + "; ".join(thresholds))
+    if findings:
+        problems.append("found: " + "; ".join(findings))
     return "; ".join(problems)
 
 

@@ -86,7 +86,8 @@ def baseline(given: Any, run_dir: str, ignore: Iterable[str] = ()) -> dict[str, 
 def choose_baseline(root: str, run: Mapping[str, Any], ignore: Iterable[str] = ()) -> tuple[str | None, str]:
     """``aorta_baseline: auto``: the newest run under ``root`` (by ``started_epoch``, from index.json
     when there is one, else from every run directory) that started no later than ``run`` (run.json),
-    is not ``run``, is COMPLETED, has an aorta_benchmark_report.json and has ``run``'s fingerprint.
+    is not ``run``, is COMPLETED with a verdict that did not fail, has an aorta_benchmark_report.json
+    and has ``run``'s fingerprint.
     Returns (that run's directory, why) or (None, ``no comparable run: ...``, naming what differs
     in the newest earlier COMPLETED run when there is one)."""
     patterns = tuple(ignore)
@@ -106,7 +107,9 @@ def choose_baseline(root: str, run: Mapping[str, Any], ignore: Iterable[str] = (
     same = [r for r, p in zip(earlier, prints) if fingerprint_id(p) == wanted]
     for row in same:
         path = os.path.join(root, str(row["dir"]))
-        if row.get("status") == "COMPLETED" and os.path.isfile(os.path.join(path, _history.REPORT_JSON)):
+        # A run whose verdict failed (a regression, a slow link...) is no standard to hold the next to.
+        passed = (row.get("verdict") or {}).get("verdict") != "FAIL"
+        if row.get("status") == "COMPLETED" and passed and os.path.isfile(os.path.join(path, _history.REPORT_JSON)):
             when = utc(row["started_epoch"], "start unknown")
             return path, f"newest COMPLETED run with the same fingerprint {wanted}: {row['run_id']} ({when})"
     count = plural(len(earlier), "earlier run")

@@ -20,19 +20,21 @@ The testcases, ``classname``: ``name``, in this order:
   that failed or timed out, the first failing node's ``run`` fails with its own reason; every other
   node that did not end ok fails naming that node ("stopped after node X failed: ...").
 - ``aorta.thresholds``: one per check of ``validation.checks`` named after it; a single
-  ``thresholds`` testcase, skipped, when no threshold was set or there is no report.
-- ``aorta.findings``: ``slow nodes``, ``stragglers``, ``slow link`` (run.json's fabric sweep,
-  with the report's collective figures when there is a report), ``drift`` and ``link errors`` (from
-  run.json) and ``baseline``. A finding fails when it is present, naming the node or rank and the
-  figure, and passes when absent; ``slow link`` is skipped, saying why, when the sweep did not run
-  or could not localise a node; without a report ``slow nodes``, ``stragglers`` and ``baseline``
-  are skipped, "no report: <why>".
+  ``thresholds`` testcase, skipped, when no threshold was set, there is no report or it analysed no
+  trace (the verdict judges none then either).
+- ``aorta.findings``: ``slow nodes``, ``stragglers``, ``slow link`` (run.json's fabric sweep, with
+  the report's collective figures when there is a report), ``drift`` and ``link errors`` (from
+  run.json) and ``baseline``: the lines of ``_findings``, as the verdict reads them. A finding fails
+  when it is present, naming the node or rank and the figure (skipped, saying so, when its kind is
+  in the verdict's ``ignored``: aorta_verdict_ignores), and passes when absent; ``slow link`` is
+  skipped, saying why, when the sweep did not run or could not localise a node; without a report
+  ``slow nodes``, ``stragglers`` and ``baseline`` are skipped, "no report: <why>".
 
 Every ``message`` is one line of at most MESSAGE_CHARS characters; the element's text holds the
 detail. Of run.json only these are read: run_id, status, message, first_failure, failed_nodes,
 started_epoch, finished_epoch, excluded, unhealthy, drift, link_errors, fabric_sweep (ran, why,
 localisable, reason, slow), combined_traces (nodes_not_collected, missing_ranks), collection_error,
-diagnosis (summary, behind, node_trouble), verdict, and of each node row name, rank, state,
+diagnosis (summary, behind, node_trouble), verdict (and its ``ignored``), and of each node row name, rank, state,
 exit_code, failure, progress and reasons (whether preflight left a fingerprint, health or fabric
 interface is asked, never copied); of the report, validation.checks, slow_nodes, stragglers,
 straggler_test's verdicts, slow_links and baseline."""
@@ -324,6 +326,8 @@ def _threshold_cases(report: Mapping[str, Any] | None, no_report: str) -> list[d
     where = "aorta.thresholds"
     if report is None:
         return [_case(where, "thresholds", "skipped", no_report)]
+    if report.get("no_trace"):  # as the verdict says: nothing measured, nothing judged
+        return [_case(where, "thresholds", "skipped", f"thresholds not judged: {report['no_trace']}")]
     checks = [_dict(c) for c in _list(_dict(report.get("validation")).get("checks"))]
     if not checks:
         return [_case(where, "thresholds", "skipped", "no threshold set (aorta_expected_results)")]

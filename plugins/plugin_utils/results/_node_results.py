@@ -20,6 +20,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from ansible_collections.aorta.cluster.plugins.module_utils.trace_analysis import _node_summary
+from ansible_collections.aorta.cluster.plugins.plugin_utils.cluster._cluster_file import GROUP_ALL
 from ansible_collections.aorta.cluster.plugins.plugin_utils.collect import _pull
 from ansible_collections.aorta.cluster.plugins.plugin_utils.config._settings import read_json_object, write_text_atomic
 from ansible_collections.aorta.cluster.plugins.plugin_utils.launch._plan import run_head
@@ -28,7 +29,6 @@ from ansible_collections.aorta.cluster.plugins.plugin_utils.results._run import 
     clip,
 )
 
-NODES_GROUP = "aorta_nodes"
 # What run_record reads of each node: its inventory variables, its three steps' registered results
 # and its rescue's facts (setup stopped).
 NODE_VARS = (
@@ -181,13 +181,13 @@ def host_values(
 def nodes_of(groups: Mapping[str, Any] | None) -> list[str]:
     """The group aorta_nodes in inventory order (the cluster file's, the head first); [] without it
     (trace_report.yml on a folder of traces has no nodes)."""
-    return [str(name) for name in (groups or {}).get(NODES_GROUP) or []]
+    return [str(name) for name in (groups or {}).get(GROUP_ALL) or []]
 
 
 def head(hostvars: Mapping[str, Any], groups: Mapping[str, Any] | None) -> str | None:
-    """The run's head: the one the launch chose (node 0's ``aorta_launch.head``: with
-    aorta_exclude_unhealthy, the first node that passed preflight), else the first node; None
-    without nodes."""
+    """The run's head (``_plan.run_head``): the one the launch chose (node 0's ``aorta_launch.head``:
+    with aorta_exclude_unhealthy, the first node that passed preflight), else the cluster file's;
+    None without nodes."""
     nodes = nodes_of(groups)
     if not nodes:
         return None

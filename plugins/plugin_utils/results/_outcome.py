@@ -17,6 +17,7 @@ from typing import Any
 
 from ansible_collections.aorta.cluster.plugins.module_utils.trace_analysis import _findings
 from ansible_collections.aorta.cluster.plugins.module_utils.trace_analysis._verdict import (
+    THRESHOLD,
     fails_exit,
     verdict,
     verdict_line,
@@ -88,7 +89,7 @@ def finish(
         "notes": found["notes"],
         "line": verdict_line(found),
         "status": run.get("status"),
-        "thresholds_failed": any(reason.startswith("threshold ") for reason in found["reasons"]),
+        "thresholds_failed": any(reason.startswith(THRESHOLD) for reason in found["reasons"]),
         "findings": list(found.get("findings") or ()),
         "ignored": list(found.get("ignored") or ()),
         **paths,

@@ -101,9 +101,9 @@ def test_a_tree_is_never_replaced_by_one_that_lacks_a_node_whose_files_it_holds(
     result, failure = _combined.write(params, check_mode=False)
     assert failure is None and result["changed"] is False and result["files"] == 0
     assert result["kept_previous"] == (
-        f"trace_collect: {dest} kept as it was: 1 nodes whose files it holds were not collected now (a); "
-        "nothing written over it. Collect again once they answer, or into another directory "
-        "(-e aorta_results_dir=<new directory>)"
+        f"trace_collect: {dest} kept as it was: 1 nodes whose files it holds were not collected now (a: not "
+        "reached, or their files gone from them); nothing written over it. Collect again once they answer, or "
+        "into another directory (-e aorta_results_dir=<new directory>)"
     )
     assert {p: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()} == before
     # Nothing came either: said apart, naming the node not reached (trace_collect.yml fails with it).
@@ -113,7 +113,7 @@ def test_a_tree_is_never_replaced_by_one_that_lacks_a_node_whose_files_it_holds(
     )
     # At any node count, one bounded line: the first five names and how many more.
     many = [f"n{i}" for i in range(1000)]
-    assert "1000 nodes whose files it holds were not collected now (n0, n1, n2, n3, n4 and 995 more)" in (
+    assert "1000 nodes whose files it holds were not collected now (n0, n1, n2, n3, n4 and 995 more: " in (
         _combined.kept_line("/t", many)
     )
     assert "(1000 not reached: n0, n1, n2, n3, n4 and 995 more): check" in _combined.nothing_line("r1", 1000, many)
@@ -123,7 +123,8 @@ def test_a_tree_is_never_replaced_by_one_that_lacks_a_node_whose_files_it_holds(
     worker = {"rank": 1, "name": "b", "state": "unreachable", "error": "unreachable: ssh timed out", "files": []}
     result, failure = _combined.write(dict(params, expected_ranks=2, nodes=[alive, worker]), check_mode=False)
     assert failure is None and result["changed"] is False
-    assert "were not collected now (a); 1 more not reached now: b; nothing written over it" in result["kept_previous"]
+    said = "were not collected now (a: not reached, or their files gone from them); 1 more not reached now: b; "
+    assert said + "nothing written over it" in result["kept_previous"]
     assert {p: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()} == before
     # A node that held no file loses nothing: the new tree is written.
     empty = _combined.build_manifest({"run_id": "r1", "expected_ranks": 1}, [entry(0, "a", [])])

@@ -4,6 +4,8 @@ found or the source is missing (a folder of traces, a run of an earlier version)
 
 from __future__ import annotations
 
+import pytest
+
 from ansible_collections.aorta.cluster.plugins.module_utils.trace_analysis import _findings
 
 SWEEP = {
@@ -54,3 +56,17 @@ def test_a_reason_is_its_word_its_first_line_and_a_count():
     assert _findings.reason("baseline_regression", ["regression against the baseline: x"]) == (
         "regression against the baseline: x"
     )
+
+
+def test_the_kinds_to_ignore_are_a_list_or_text_and_a_misspelt_one_is_refused_naming_it():
+    assert _findings.kinds_of(["slow_link", "drift"]) == ["slow_link", "drift"]
+    # -e aorta_verdict_ignores=slow_link, or an AWX survey's text: not read character by character.
+    assert _findings.kinds_of("slow_link") == ["slow_link"]
+    assert _findings.kinds_of("slow_link, drift link_errors") == ["slow_link", "drift", "link_errors"]
+    assert _findings.kinds_of(None) == [] and _findings.kinds_of("") == []
+    with pytest.raises(
+        ValueError, match=r"aorta_verdict_ignores: slow_lnk names no finding kind \(the kinds: slow_node, "
+    ):
+        _findings.kinds_of(["slow_lnk"])
+    with pytest.raises(ValueError, match="is not a list of finding kinds"):
+        _findings.kinds_of(3)

@@ -326,6 +326,16 @@ def test_a_failed_threshold_is_one_failing_testcase_with_its_reason():
     assert found["aorta.thresholds: thresholds"][:2] == ("skipped", "no threshold set (aorta_expected_results)")
 
 
+def test_a_report_of_no_trace_judges_no_threshold_as_the_verdict_does():
+    """A run stopped before its profiler wrote: its checks say 'no value', which the verdict does not
+    count; junit.xml skips the thresholds saying so, instead of failing every one."""
+    no_value = {"name": "max_avg_iteration_ms", "passed": False, "reason": "max_avg_iteration_ms: no value"}
+    empty = report(validation={"passed": False, "checks": [no_value]}, no_trace="no trace found in /t")
+    found = cases_of(junit.junit_xml(sample(), empty))
+    assert found["aorta.thresholds: thresholds"][:2] == ("skipped", "thresholds not judged: no trace found in /t")
+    assert failures(found) == {}
+
+
 def test_without_a_report_the_report_testcases_are_skipped_and_drift_still_judged():
     run = sample()
     run.pop("fabric_sweep", None)  # a run.json of an earlier version
