@@ -276,7 +276,9 @@ def test_trace_collect_of_an_unknown_id_or_of_dead_nodes_says_so_and_keeps_the_t
     said = lines_with(proc, f"trace_collect: {tree} kept as it was: 1 nodes whose files it holds")
     assert len(said) == 1, proc.stdout[-3000:]
     line = said[0]
-    assert f"were not collected now ({names[0]}: not reached, or their files gone from them); nothing" in line
+    gone = ", ".join(names[1:])  # every node dead: the tree's node, then the others not reached
+    said = f"were not collected now ({names[0]}: not reached, or their files gone from them); {len(names) - 1} more"
+    assert f"{said} not reached now: {gone}; nothing written over it" in line
     assert seconds < TIMEOUT + 30, seconds
     after = records(user["root"])
     log = where / "console.log"  # the collection's own line is appended to the run's log, never over it
