@@ -153,7 +153,7 @@ options:
   baseline:
     description:
       - An earlier results directory, or its C(aorta_benchmark_report.json), to compare with; or
-        V(auto), which the action resolves to the newest COMPLETED run (its verdict not failed) with
+        V(auto), which the action resolves to the newest COMPLETED run that found nothing, with
         the same fingerprint in the results root (the parent of the run's results directory).
       - The mean step time (C(avg_step_time_ms)) is judged C(regression) or C(improvement) when it
         changed by more than O(baseline_tolerance) and by more than twice the noise of the two means

@@ -16,6 +16,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from ansible_collections.aorta.cluster.plugins.module_utils.node_runtime._words import plural, utc
+from ansible_collections.aorta.cluster.plugins.module_utils.trace_analysis._verdict import THRESHOLD
 from ansible_collections.aorta.cluster.plugins.plugin_utils.config._settings import read_json_object
 from ansible_collections.aorta.cluster.plugins.plugin_utils.config._vocabulary import DEFAULTS
 from ansible_collections.aorta.cluster.plugins.plugin_utils.results import _history
@@ -86,8 +87,8 @@ def baseline(given: Any, run_dir: str, ignore: Iterable[str] = ()) -> dict[str, 
 def choose_baseline(root: str, run: Mapping[str, Any], ignore: Iterable[str] = ()) -> tuple[str | None, str]:
     """``aorta_baseline: auto``: the newest run under ``root`` (by ``started_epoch``, from index.json
     when there is one, else from every run directory) that started no later than ``run`` (run.json),
-    is not ``run``, is COMPLETED with a verdict that did not fail, has an aorta_benchmark_report.json
-    and has ``run``'s fingerprint.
+    is not ``run``, is COMPLETED with nothing found (``_found_something``), has an
+    aorta_benchmark_report.json and has ``run``'s fingerprint.
     Returns (that run's directory, why) or (None, ``no comparable run: ...``, naming what differs
     in the newest earlier COMPLETED run when there is one)."""
     patterns = tuple(ignore)
@@ -107,9 +108,11 @@ def choose_baseline(root: str, run: Mapping[str, Any], ignore: Iterable[str] = (
     same = [r for r, p in zip(earlier, prints) if fingerprint_id(p) == wanted]
     for row in same:
         path = os.path.join(root, str(row["dir"]))
-        # A run whose verdict failed (a regression, a slow link...) is no standard to hold the next to.
-        passed = (row.get("verdict") or {}).get("verdict") != "FAIL"
-        if row.get("status") == "COMPLETED" and passed and os.path.isfile(os.path.join(path, _history.REPORT_JSON)):
+        if (
+            row.get("status") == "COMPLETED"
+            and not _found_something(row)
+            and os.path.isfile(os.path.join(path, _history.REPORT_JSON))
+        ):
             when = utc(row["started_epoch"], "start unknown")
             return path, f"newest COMPLETED run with the same fingerprint {wanted}: {row['run_id']} ({when})"
     count = plural(len(earlier), "earlier run")
@@ -128,3 +131,13 @@ def choose_baseline(root: str, run: Mapping[str, Any], ignore: Iterable[str] = (
 
 def _number(value: Any) -> float | None:
     return None if isinstance(value, bool) or not isinstance(value, (int, float)) else float(value)
+
+
+def _found_something(row: Mapping[str, Any]) -> bool:
+    """Whether a COMPLETED run's verdict failed on a finding (a regression, a slow node or link),
+    not on thresholds alone: such a run is no standard to hold the next to (a regression would
+    otherwise become the next run's baseline). The history row keeps the verdict's reasons; those
+    of a COMPLETED run that are not a threshold's are its findings."""
+    verdict = row.get("verdict") or {}
+    reasons = [str(r) for r in verdict.get("reasons") or ()]
+    return verdict.get("verdict") == "FAIL" and any(not r.startswith(THRESHOLD) for r in reasons)

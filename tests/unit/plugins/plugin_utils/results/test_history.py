@@ -277,13 +277,18 @@ def test_choose_baseline_takes_the_newest_completed_run_with_the_same_fingerprin
     assert why == f"newest COMPLETED run with the same fingerprint {fp_id}: r2 (2026-12-02 04:26:34 UTC)"
 
 
-def test_choose_baseline_passes_over_a_completed_run_whose_verdict_failed(tmp_path):
-    """A run that regressed (or found a slow link) failed its verdict: no standard for the next."""
+def test_choose_baseline_passes_over_a_run_whose_verdict_failed_on_a_finding_not_on_a_threshold(tmp_path):
+    """A run that regressed (or found a slow link) failed its verdict on a finding: no standard for
+    the next. One that failed only a threshold (a bound the user set) still is."""
     root = baseline_root(tmp_path)
     failed = {"verdict": "FAIL", "reasons": ["regression against the baseline: avg step time 130 ms"]}
     make_run(root, "r6", START + 50, report=report_doc(130.0), verdict=failed)
     path, _why = judging.choose_baseline(str(root), run_doc("r9", START + 90))
     assert path == str(root / "r2")
+    bound = {"verdict": "FAIL", "reasons": ["threshold max_avg_iteration_ms: measured 33.5 exceeds 1"]}
+    make_run(root, "r7", START + 60, report=report_doc(100.0), verdict=bound)
+    path, _why = judging.choose_baseline(str(root), run_doc("r9", START + 90))
+    assert path == str(root / "r7")
 
 
 def test_choose_baseline_skips_the_run_itself_and_later_runs(tmp_path):
