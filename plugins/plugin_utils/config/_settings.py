@@ -15,6 +15,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import tempfile
 import time
 from collections.abc import Iterable, Mapping
 from typing import Any
@@ -67,8 +68,13 @@ def rank_order(template: Any, task_vars: Mapping[str, Any], nodes: Iterable[str]
 
 def plan_dir(results_dir: str) -> str:
     """The controller-side directory where one node's step leaves what the others need (the head's
-    port and address): forked workers share no memory."""
-    return os.path.join(results_dir, ".plan")
+    port and address): forked workers share no memory. Under the run's results directory; where
+    there is none (--check: run_start creates none, and a dry run leaves nothing in the results
+    root), under the machine's temporary directory, named after the results directory's path."""
+    if os.path.isdir(results_dir):
+        return os.path.join(results_dir, ".plan")
+    digest = hashlib.sha256(os.path.abspath(results_dir).encode("utf-8")).hexdigest()[:12]
+    return os.path.join(tempfile.gettempdir(), f"aorta-cluster-plan-{digest}")
 
 
 def write_json(path: str, data: Mapping[str, Any]) -> None:

@@ -71,6 +71,7 @@ def run_vars(tmp_path):
     (aorta / "config").mkdir(parents=True, exist_ok=True)
     (aorta / "config" / "distributed.yaml").write_text("training: {batch_size: 4}\n")
     (aorta / "train.py").write_text("")
+    (tmp_path / "results").mkdir(exist_ok=True)  # run_start makes it (not under --check)
     return {
         "aorta_image_archive": docker_save(tmp_path / "image.tar", ["aorta-unit-test:absent"]),
         "aorta_run_id_resolved": "prep-run",

@@ -139,3 +139,14 @@ def test_a_file_is_written_whole_with_its_mode_and_read_back_as_an_object(tmp_pa
     with pytest.raises(OSError):
         _settings.write_text_atomic(str(tmp_path / "no-dir" / "f"), "x")
     assert list(tmp_path.glob("**/*.tmp")) == []
+
+
+def test_the_plan_is_under_the_results_directory_else_never_in_the_results_root(tmp_path):
+    """A run's results directory holds its plan; a dry run's (--check: none made) goes to the
+    machine's temporary directory, the same for every step of that run."""
+    run = tmp_path / "root" / "r1"
+    assert not run.exists()
+    dry = _settings.plan_dir(str(run))
+    assert dry == _settings.plan_dir(str(run)) and not dry.startswith(str(tmp_path))
+    run.mkdir(parents=True)
+    assert _settings.plan_dir(str(run)) == str(run / ".plan")
