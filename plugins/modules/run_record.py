@@ -19,8 +19,10 @@ description:
     M(aorta.cluster.node_prepare), M(aorta.cluster.node_launch) and M(aorta.cluster.node_end)
     registered as C(aorta_prepare), C(aorta_launch), C(aorta_end), with the rescue's failed task name
     and result C(aorta_node_setup_task) and C(aorta_node_setup_result)), and on localhost
-    C(aorta_combined) (M(aorta.cluster.combined_traces)), C(aorta_collect_failure) and
-    C(aorta_setup_failed) (the rescue's mark that setup stopped)."
+    C(aorta_combined) (M(aorta.cluster.combined_traces)) and C(aorta_collect_failure). Setup stopped
+    when a node holds C(aorta_node_setup_task) (the launch play's rescue sets it on every node it
+    reaches); then the result hands the fact C(aorta_setup_stopped) to the host the facts go to
+    (the rescue delegates them to localhost), and the plays after read it to record nothing twice."
   - "The run's head is the one the launch chose (the first node's C(aorta_launch.head); with
     C(aorta_exclude_unhealthy), the first node that passed preflight), else the first node; its
     launch gives the ranks per node, the node count, the rendezvous and the nodes preflight excluded."
@@ -66,6 +68,14 @@ EXAMPLES = r"""
 """
 
 RETURN = r"""
+ansible_facts:
+  description: Only when setup stopped, C(aorta_setup_stopped=true).
+  returned: when a node holds C(aorta_node_setup_task)
+  type: dict
+  contains:
+    aorta_setup_stopped:
+      description: The run's setup stopped; the plays after the launch play record nothing twice.
+      type: bool
 status:
   description: The run's status, as C(run.json) holds it.
   returned: always

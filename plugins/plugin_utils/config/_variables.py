@@ -264,7 +264,6 @@ INTERNAL = frozenset(
         "aorta_collect_failure",
         "aorta_node_setup_task",
         "aorta_node_setup_result",
-        "aorta_setup_failed",
         # the node steps' registered results (node_prepare, node_launch, node_end) and the watch's play
         "aorta_prepare",
         "aorta_launch",

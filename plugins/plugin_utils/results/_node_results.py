@@ -43,8 +43,10 @@ NODE_VARS = (
     "aorta_node_setup_result",
 )
 # What run_record reads of localhost: the collection's result and why collection stopped.
-# and whether setup stopped (the launch play's rescue marks it there).
-LOCAL_VARS = ("aorta_combined", "aorta_collect_failure", "aorta_setup_failed")
+LOCAL_VARS = ("aorta_combined", "aorta_collect_failure")
+# The fact run_record hands localhost when it recorded a run whose setup stopped: the plays after
+# the launch play read it (``ansible_facts``) to record nothing twice.
+SETUP_STOPPED_FACT = "aorta_setup_stopped"
 # The nodes' registered results that node_prepare and node_launch may have shortened when they
 # failed (``short_failure``): every reader here takes them whole from their details file (``full_result``).
 SHORTENED_VARS = frozenset(("aorta_prepare", "aorta_launch", "aorta_node_setup_result"))
@@ -176,6 +178,12 @@ def host_values(
             name: full_result(value, results_dir) if name in SHORTENED_VARS else value for name, value in values.items()
         }
     return found
+
+
+def setup_stopped(hostvars: Mapping[str, Any], nodes: Iterable[Any]) -> bool:
+    """Whether the launch play's rescue ran: each node that reached it (any_errors_fatal sends every
+    node there, a node that was not reached runs nothing) remembers its failed task, if only ''."""
+    return any("aorta_node_setup_task" in _vars(hostvars, node) for node in nodes)
 
 
 def nodes_of(groups: Mapping[str, Any] | None) -> list[str]:

@@ -24,6 +24,7 @@ from ansible_collections.aorta.cluster.plugins.plugin_utils.results._node_result
     head_launch,
     nodes_of,
     nproc,
+    setup_stopped,
 )
 from ansible_collections.aorta.cluster.plugins.plugin_utils.results._run import (
     clip,
@@ -125,9 +126,10 @@ def status(
     hostvars: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The run's ``{status, message, failed_nodes, first_failure}``: FAILED with the setup's own
-    message and nodes when setup stopped before the launch (given, or, when localhost is marked
-    ``aorta_setup_failed``, read from each node's rescue in ``hostvars``), else what the rows say."""
-    if not failure_message and hostvars is not None and _vars(hostvars, "localhost").get("aorta_setup_failed"):
+    message and nodes when setup stopped before the launch (given, or, when the nodes' rescue ran
+    (``setup_stopped``), read from each node's rescue in ``hostvars``), else what the rows say."""
+    names = [row.get("name") for row in rows]
+    if not failure_message and hostvars is not None and setup_stopped(hostvars, names):
         messages, own = setup_failures(rows, hostvars)
         stopped = setup_failure([str(row.get("name")) for row in rows], messages, own)
         failure_message, failure_nodes = stopped["message"], stopped["failed_nodes"]

@@ -208,8 +208,7 @@ def test_a_timeout_names_the_node_the_others_waited_for(tmp_path):
 
 
 def setup_run(hostvars: dict, names: list[str]) -> dict:
-    """run.json as run_record writes it after the launch play's rescue (localhost marked)."""
-    hostvars = dict(hostvars, localhost={"aorta_setup_failed": True})
+    """run.json as run_record writes it after the launch play's rescue (its facts on the nodes)."""
     found = rr.record(SETTINGS, hostvars, {"aorta_nodes": names}, SAMPLE["finished_epoch"], diagnose=lambda *a: {})
     return found["run_json"]
 
@@ -294,7 +293,7 @@ def test_a_run_the_user_stopped_before_launch_skips_the_launch_and_names_no_node
     }
     found = rr.record(
         dict(SETTINGS, aorta_stop_request=stop),
-        dict(hostvars, localhost={"aorta_setup_failed": True}),
+        hostvars,
         {"aorta_nodes": ["a", "b"]},
         SAMPLE["finished_epoch"],
         diagnose=lambda *a: {},

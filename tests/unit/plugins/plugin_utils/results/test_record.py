@@ -258,7 +258,7 @@ def test_a_setup_failure_is_recorded_with_what_is_known():
     assert found["lines"][:2] == [f"run {SAMPLE['run_id']}: FAILED - a: Probe: no docker", "why: x"]
 
 
-def test_a_setup_failure_is_read_from_each_nodes_rescue_when_localhost_is_marked():
+def test_a_setup_failure_is_read_from_each_nodes_rescue():
     failed = {"failed": True, "msg": "docker: permission denied", "rc": 1, "stderr_lines": ["x", "y", "z", "w"]}
     hostvars = {
         "a": {"aorta_node_rank": 0, "aorta_node_setup_task": "Probe", "aorta_node_setup_result": failed},
@@ -268,8 +268,8 @@ def test_a_setup_failure_is_read_from_each_nodes_rescue_when_localhost_is_marked
             "aorta_node_setup_task": "Probe",
             "aorta_node_setup_result": {"failed": True, "own": False, "msg": "head failed"},
         },
-        "c": {"aorta_node_rank": 2},  # any_errors_fatal: no failed task of its own
-        "localhost": {"aorta_setup_failed": True},
+        # any_errors_fatal: no failed task of its own, the rescue remembers none
+        "c": {"aorta_node_rank": 2, "aorta_node_setup_task": "", "aorta_node_setup_result": {}},
     }
     settings = dict(SETTINGS)
     found = rr.record(
@@ -278,8 +278,9 @@ def test_a_setup_failure_is_read_from_each_nodes_rescue_when_localhost_is_marked
     document = found["run_json"]
     assert (document["status"], document["failed_nodes"], document["first_failure"]) == ("FAILED", ["a"], "a")
     assert document["message"] == "a: Probe: docker: permission denied (rc 1): y | z | w"
-    # Without the mark the same rows are judged as a run: nothing started, nothing failed of its own.
-    del hostvars["localhost"]
+    # Without the rescue's facts the same rows are judged as a run: nothing started, nothing failed.
+    for name in ("a", "b", "c"):
+        hostvars[name] = {"aorta_node_rank": hostvars[name]["aorta_node_rank"]}
     assert (
         rr.record(settings, hostvars, {"aorta_nodes": ["a", "b", "c"]}, 1, diagnose=lambda *a: {"summary": "x"})[
             "run_json"
@@ -289,7 +290,8 @@ def test_a_setup_failure_is_read_from_each_nodes_rescue_when_localhost_is_marked
 
 
 def test_a_setup_that_stopped_with_no_nodes_own_failure_says_a_node_is_gone():
-    hostvars = {"a": {"aorta_node_rank": 0}, "localhost": {"aorta_setup_failed": True}}
+    # The node the setup failed on was not reached (it ran no rescue); this one remembers no failure.
+    hostvars = {"a": {"aorta_node_rank": 0, "aorta_node_setup_task": "", "aorta_node_setup_result": {}}}
     found = rr.record(dict(SETTINGS), hostvars, {"aorta_nodes": ["a"]}, 1, diagnose=lambda *a: {"summary": "x"})
     assert found["status"]["message"] == "setup stopped on a node that is gone"
 
@@ -493,7 +495,7 @@ def failed_run_vars(prepared: dict, setup_result: dict, results_dir: str = "") -
             "aorta_node_setup_task": "Probe every node, hold it for this run and prove the fabric",
             "aorta_node_setup_result": setup_result,
         },
-        "localhost": {"aorta_setup_failed": True, "aorta_results_dir_resolved": results_dir},
+        "localhost": {"aorta_results_dir_resolved": results_dir},
     }
 
 
