@@ -72,8 +72,10 @@ class ActionModule(Step):
                     return result
             secret = run_secret(os.environ)
             changed = False
+            made = not os.path.lexists(facts["aorta_results_dir_resolved"])
             if not self._task.check_mode:
                 changed = make_dirs(facts["aorta_results_dir_resolved"])
+            made = made and changed
         except (RunStartError, AnsibleError) as exc:
             result.update(failed=True, msg=str(exc))
             return result
@@ -86,7 +88,12 @@ class ActionModule(Step):
         # The secret goes only to the role's set_fact (no_log) and the supervisors' no_log option: a
         # result that holds it is never shown (only a failure, which holds no secret, is).
         result.update(
-            changed=changed, aorta_rank_order=order, aorta_run_secret_resolved=secret, _ansible_no_log=True, **facts
+            changed=changed,
+            aorta_results_dir_made=made,
+            aorta_rank_order=order,
+            aorta_run_secret_resolved=secret,
+            _ansible_no_log=True,
+            **facts,
         )
         run, where = facts["aorta_run_id_resolved"], facts["aorta_results_dir_resolved"]
         _interrupt.note_run(run, len(nodes))  # what a Ctrl-C's lines say about this run

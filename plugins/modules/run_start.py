@@ -71,6 +71,12 @@ aorta_rank_order:
   type: list
   elements: str
   sample: [node-a, node-b]
+aorta_results_dir_made:
+  description:
+    - True when this task made the results directory (it was not there before); a collection of an id
+      no node holds removes the directory it made (playbooks/trace_collect.yml), never one it found.
+  returned: success
+  type: bool
 variables_file:
   description:
     - "C(variables.json) in the results directory: every aorta_* variable the run uses, as templated

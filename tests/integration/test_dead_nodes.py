@@ -268,6 +268,8 @@ def test_trace_collect_of_an_unknown_id_or_of_dead_nodes_says_so_and_keeps_the_t
     assert proc.returncode == 2
     said = f"trace_collect: no file of run never-collected on any of its {len(names)} nodes (0 not reached): check"
     assert len(lines_with(proc, said)) == 1, proc.stdout[-3000:]
+    # The directory made for an id no node holds goes again: nothing is left for a run that never was.
+    assert not (user["root"] / "never-collected").exists()
     # A recorded run's tree, collected again while every node is dead: kept byte for byte.
     where = recorded(user, "collected-run", tree=names[0])
     before = records(user["root"])

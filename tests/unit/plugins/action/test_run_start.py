@@ -29,6 +29,7 @@ def test_the_facts_and_the_results_directory(play, tmp_path):
     )
     assert not out.get("failed"), out
     assert out["aorta_run_id_resolved"] == "lab-7" and out["changed"] is True
+    assert out["aorta_results_dir_made"] is True  # a collection of an id no node holds removes it
     assert out["aorta_results_dir_resolved"] == str(tmp_path / "res" / "lab-7")
     assert os.path.isdir(tmp_path / "res" / "lab-7" / "logs")
     assert "ansible_facts" not in out  # the role's set_fact keeps them as play variables
@@ -67,8 +68,10 @@ def test_a_run_recorded_already_is_refused_to_a_run_and_a_watch_and_kept_by_a_co
         assert f"recorded in {recorded / 'run.json'} (FAILED: node b died)" in out["msg"]
         assert "aorta.cluster.trace_collect -e aorta_run_id=done" in out["msg"]
         assert {p: p.read_bytes() for p in recorded.rglob("*")} == before
+    # A directory that was there is never the collection's to remove; recorded/logs is made, all the same.
     _rc, out = play({"aorta.cluster.run_start": {"purpose": "collect"}}, given)
     assert not out.get("failed"), out
+    assert out["changed"] is True and out["aorta_results_dir_made"] is False
     assert (recorded / "variables.json").read_text() == '{"aorta_run_id": "done"}'
     assert (recorded / "run.json").read_bytes() == before[recorded / "run.json"]
 
