@@ -8,11 +8,7 @@ from __future__ import annotations
 import copy
 import gzip
 import json
-import shutil
-import tempfile
 from pathlib import Path
-
-import pytest
 
 from ansible_collections.aorta.cluster.plugins.module_utils.trace_analysis._node_summary import FORMAT
 from ansible_collections.aorta.cluster.plugins.plugin_utils.results import _node_results as nr
@@ -182,75 +178,9 @@ def test_host_values_reads_each_host_once_and_templates_what_it_reads():
     assert nr.host_values(hostvars, ["localhost"], nr.LOCAL_VARS) == {"localhost": {"aorta_combined": "{{ x }}"}}
 
 
-# A worker's failed preflight as node_prepare returned it before its result was shortened: the
-# probe's facts (health included), what the controller derived, the lease, every failed check.
-FAILURES = [
-    "preflight[health]: gpu-node-07: 2 process(es) already hold a GPU: pid 4242 python3 (user bob), pid 4243 "
-    "python3 (user bob) (stop them, or list a monitoring agent in aorta_gpu_process_allow)",
-    "preflight[health]: gpu-node-07: 3 GPU/NIC error(s) in the kernel log since previous run (amdgpu, xgmi): "
-    "amdgpu 0000:c1:00.0: amdgpu: GPU reset begin!",
-    "preflight[disk]: gpu-node-07: 12.5 GiB free at /opt/aorta, 50 GiB needed",
-]
-
-
-def failed_preflight() -> dict:
-    health = {
-        "tool": "amd-smi",
-        "steps": [{"name": f"amd-smi {s}", "seconds": 0.8, "timed_out": False} for s in ("list", "static")],
-        "count": {"logical": 8, "physical": 8, "partitioned": False, "error": ""},
-        "processes": [{"pid": p, "name": "python3", "user": "bob", "allowed": False} for p in (4242, 4243)],
-        "ecc": {"correctable": 12, "uncorrectable": 0, "gpus": []},
-        "kernel": {"source": "journalctl", "error": "", "since_source": "previous run", "lines": []},
-        "fingerprint": {"kernel": "6.8.0-45-generic", "rocm": "6.2.1", "amdgpu": "6.8.5", "gpu_model": "MI300X"},
-    }
-    health["kernel"]["lines"] = [{"kind": "amdgpu", "line": f"amdgpu 0000:c{i}:00.0: amdgpu: GPU reset"} for i in "123"]
-    facts = {
-        "docker": {"ok": True, "version": "27.1.1", "error": ""},
-        "image_id": "sha256:" + "ab" * 32,
-        "paths": {"config/distributed.yaml": True, "train.py": True},
-        "disk": {"free_bytes": 13421772800, "total_bytes": 1099511627776},
-        "gpu_devices": {"/dev/kfd": True, "/dev/dri": True},
-        "interfaces": {"lo": ["127.0.0.1"], "eth0": ["10.0.0.7"], "ens51np0": ["192.168.20.7", "fe80::1"]},
-        "tools": {"py-spy": False},
-        "clock": 1796000000.25,
-        "health": health,
-    }
-    derived = {
-        "fabric_if": "ens51np0",
-        "fabric_env": {"GLOO_SOCKET_IFNAME": "ens51np0", "NCCL_SOCKET_IFNAME": "ens51np0"},
-        "bootstrap_ip": "192.168.20.7",
-        "record": {"docker": "27.1.1", "image_present": True, "free_gib": 12.5, "clock_offset_s": 0.012},
-        "health": {"tool": "amd-smi", "gpus": 8, "devices": 8, "processes": health["processes"], "kernel": 3},
-        "fingerprint": dict(health["fingerprint"], docker="27.1.1"),
-    }
-    lease = {"result": "acquired", "run_id": "20250612-101500-3f2a", "previous": None, "message": "held"}
-    return {
-        "changed": False,
-        "failed": True,
-        "msg": f"{FAILURES[0]} (+2 more in run.json)",
-        "failures": list(FAILURES),
-        "own": True,
-        "reached": True,
-        "facts": facts,
-        "derived": derived,
-        "lease": lease,
-        "invocation": {"module_args": {"root": "/opt/aorta", "paths": ["config/distributed.yaml", "train.py"]}},
-        "_ansible_no_log": False,
-    }
-
-
-@pytest.fixture
-def results_with_logs():
-    """A run's results directory with its logs/, as run_start makes it, at a path as long as a
-    user's (``/tmp/aorta-<random>/aorta_results/<run id>``: pytest's own tmp_path runs longer)."""
-    top = Path(tempfile.mkdtemp(prefix="aorta-", dir="/tmp"))
-    results = top / "aorta_results" / "20250612-101500-3f2a"
-    (results / "logs").mkdir(parents=True)
-    yield results
-    shutil.rmtree(top)
-
-
-def test_a_failed_preflight_prints_under_300_characters_and_keeps_the_rest_in_its_details_file(results_with_logs):
+def test_a_failed_preflight_prints_under_300_characters_and_keeps_the_rest_in_its_details_file(
+    failed_preflight, results_with_logs
+):
     full = failed_preflight()
     assert len(nr.printed(full)) > 2500  # what the console printed of it
     results = results_with_logs
@@ -277,7 +207,7 @@ def test_a_failed_preflight_prints_under_300_characters_and_keeps_the_rest_in_it
     assert unreached["reached"] is False and "own" not in unreached
 
 
-def test_a_failure_stays_whole_where_it_is_short_or_has_nowhere_to_go(tmp_path, results_with_logs):
+def test_a_failure_stays_whole_where_it_is_short_or_has_nowhere_to_go(failed_preflight, tmp_path, results_with_logs):
     small = {"failed": True, "changed": False, "own": False, "reached": False, "msg": "not probed: the head failed"}
     results = results_with_logs
     assert nr.shorten_failure(small, str(results), "n1", "preflight") is small
@@ -298,7 +228,7 @@ def test_a_failure_stays_whole_where_it_is_short_or_has_nowhere_to_go(tmp_path, 
     assert nr.full_result(named) is named and nr.full_result(dict(named, failed=True))["failures"] == ["x"]
 
 
-def test_a_short_failure_keeps_what_its_readers_need_and_fits_a_long_path():
+def test_a_short_failure_keeps_what_its_readers_need_and_fits_a_long_path(failed_preflight):
     result = dict(failed_preflight(), own=False, reached=False, warnings=["w"], msg="first\nsecond " + "é" * 400)
     short = nr.short_failure(result, "/r/logs/n1.preflight.json", ("own", "reached", "absent"))
     assert "absent" not in short
