@@ -24,7 +24,7 @@ COLLECTION_LINK := .collections/ansible_collections/aorta/cluster
 export PATH := $(BIN):$(PATH)
 export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
 
-.PHONY: help venv link lint ruff typecheck ansible-lint sanity unit integration faults molecule test bench demo ee ee-demo standin-up standin-down standin-throttle clean
+.PHONY: help venv link lint ruff typecheck ansible-lint sanity unit integration faults molecule test bench demo ee ee-demo standin-up standin-down standin-throttle standin-slow clean
 
 help:
 	@echo "make demo            whole pipeline on a local stand-in cluster (no GPU needed)"
@@ -39,6 +39,7 @@ help:
 	@echo "make standin-up N=3  start a stand-in cluster of N nodes (default 2): build/standin/cluster.json"
 	@echo "make standin-down    remove the stand-in cluster (the image cache stays)"
 	@echo "make standin-throttle NODE=1 RATE=200mbit  slow one stand-in node's fabric egress (RATE= lifts it)"
+	@echo "make standin-slow NODE=1 FACTOR=1.6  slow one stand-in node's compute for every run (FACTOR=1 undoes it)"
 	@echo "make ee              the execution environment image (ansible-builder, local base)"
 	@echo "make ee-demo         the demo's pipeline inside that image, as AWX runs it"
 	@echo "make clean           remove build/ (the stand-in image cache too), tests/output, .collections, caches"
@@ -140,6 +141,9 @@ NODE ?= 1
 RATE ?=
 standin-throttle: venv
 	$(BIN)/python tests/standin/standin.py throttle --node $(NODE) --rate "$(RATE)"
+
+standin-slow: venv
+	$(BIN)/python tests/standin/standin.py slow --node $(NODE) --factor "$(FACTOR)"
 
 bench: venv
 	@for b in benchmarks/bench_*.py; do $(BIN)/python $$b || exit 1; done

@@ -258,6 +258,22 @@ def throttle(name: str, rate: str = "") -> str:
     return iface
 
 
+def slow(name: str, factor: float = 1.0) -> str:
+    """Make node ``name``'s compute ``factor`` times slower for every run on it (the stand-in
+    workload reads standin-node.json in the node's Aorta checkout, which the launch mounts as the
+    workload's working directory); 1 takes the fault away. A slow node, not a slow rank: it stays with
+    the machine whatever rank a run gives it. Returns the file's path on the node."""
+    if not factor > 0:
+        raise StandinError(f"slow: {factor!r} is not a factor above 0 (1.6: 60 % longer)")
+    path = f"{AORTA_PATH}/standin-node.json"
+    if factor == 1.0:
+        sh("docker", "exec", name, "rm", "-f", path)
+    else:
+        write = f"cat > {path}"
+        sh("docker", "exec", "-i", name, "sh", "-c", write, input=json.dumps({"compute_factor": factor}).encode())
+    return path
+
+
 def _bits(rate: str) -> float:
     """tc's rate (``200mbit``, ``1gbit``, ``500kbit``) in bits per second."""
     units = {"kbit": 1e3, "mbit": 1e6, "gbit": 1e9, "bit": 1.0}
@@ -405,10 +421,16 @@ def main(argv=None) -> int:
     slow = sub.add_parser("throttle", help="limit one node's fabric egress (a slow link), or lift the limit")
     slow.add_argument("--node", type=int, required=True, help="the node's index (0: the head)")
     slow.add_argument("--rate", default="", help="tc's rate, e.g. 200mbit; empty lifts the limit")
+    compute = sub.add_parser("slow", help="make one node's compute slower for every run (a slow node), or undo it")
+    compute.add_argument("--node", type=int, required=True, help="the node's index (0: the head)")
+    compute.add_argument("--factor", type=float, default=1.0, help="e.g. 1.6 (60 %% longer); 1 undoes it")
     args = parser.parse_args(argv)
     try:
         if args.command == "up":
             up(args.nodes)
+        elif args.command == "slow":
+            path = slow(node_name(args.node), args.factor)
+            log(f"{node_name(args.node)}: compute x{args.factor:g} ({path})")
         elif args.command == "throttle":
             iface = throttle(node_name(args.node), args.rate)
             log(f"{node_name(args.node)}: fabric {iface} egress {args.rate or 'unlimited'}")

@@ -23,6 +23,10 @@ Fault knobs (overrides), for reliability tests:
 
   standin.slow_rank=R, standin.slow_factor=F   rank R computes F times longer (a straggler)
   standin.echo_overrides=true   log every override value exactly as received
+A node's own fault (not a run's: it follows the machine whatever rank the node gets), from
+standin-node.json in the working directory (the node's Aorta checkout, which the launch mounts
+there), written by ``standin.py slow --node I --factor F`` (``make standin-slow``):
+  {"compute_factor": F}   every rank on the node computes F times longer (a slow node)
 
 Flight recorder: torch's NCCL watchdog dumps the recorder when a byte is written to
 ``$TORCH_NCCL_DEBUG_INFO_PIPE_FILE<rank>.pipe``; torch's gloo has no such trigger. The stand-in
@@ -51,6 +55,21 @@ from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 
 STOP = {"requested": False}
+
+
+NODE_KNOBS = "standin-node.json"  # the node's own fault knobs, in the working directory
+
+
+def node_factor() -> float:
+    """The node's compute factor (standin-node.json's compute_factor, 1 without the file)."""
+    try:
+        with open(NODE_KNOBS, encoding="utf-8") as handle:
+            factor = float(json.load(handle).get("compute_factor", 1.0))
+    except (OSError, ValueError, AttributeError, TypeError):
+        return 1.0
+    if factor != 1.0:
+        logging.getLogger("aorta.standin").info("stand-in fault: this node computes %.2fx longer", factor)
+    return factor if factor > 0 else 1.0
 
 
 def coerce(value: str):
@@ -183,7 +202,7 @@ def main(argv=None) -> int:
     metrics_path = output_dir / f"rank_{rank:02d}_metrics.jsonl"
     slow_rank = standin.get("slow_rank")
     slow_factor = float(standin.get("slow_factor", 1.0))
-    compute_ms = float(standin.get("compute_ms", 5.0))
+    compute_ms = float(standin.get("compute_ms", 5.0)) * node_factor()
 
     profiler = torch.profiler.profile(
         activities=[torch.profiler.ProfilerActivity.CPU],
