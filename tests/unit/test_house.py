@@ -105,3 +105,18 @@ def test_the_readmes_layout_names_every_folder_of_the_controllers_and_the_nodes_
     assert sorted(re.match(r"\| `(plugin_utils/\w+/)`", row).group(1) for row in rows) == sorted(
         f for f in folders if f.startswith("plugin_utils/")
     )
+
+
+# The three commands a user needs once a run is in flight or over, by its id (issue 53's finding 7).
+RUN_COMMANDS = ("stop", "watch", "trace_collect")
+
+
+def test_quickstart_and_troubleshooting_say_how_to_stop_re_attach_and_re_collect_a_run():
+    for doc in ("quickstart.md", "troubleshooting.md"):
+        text = (REPO / "docs" / doc).read_text()
+        for playbook in RUN_COMMANDS:
+            line = f"ansible-playbook aorta.cluster.{playbook} -i cluster.aorta.yml -e aorta_run_id=<id>"
+            assert line in text, (doc, line)
+            # The playbook the command names ships, at the name the collection serves it under.
+            assert (REPO / "playbooks" / f"{playbook}.yml").is_file()
+        assert "not `--limit`" in text, doc  # the way to pick nodes that works, and the one that does not
