@@ -159,10 +159,12 @@ def test_a_watch_limited_to_one_node_says_to_run_it_without_the_limit(user, stan
     assert records(user["root"]) == before
 
 
-def test_a_stop_of_an_id_no_node_holds_is_refused_naming_the_head(user, standin_cluster):
+@pytest.mark.parametrize("dead", [(), (-1,)], ids=["all-alive", "worker-dead"])
+def test_a_stop_of_an_id_no_node_holds_is_refused_naming_the_head(user, standin_cluster, dead):
     head = standin_cluster.nodes[0]["mgmt_ip"]
     before = records(user["root"])
-    proc, seconds = play(user, standin_cluster, "stop", aorta_run_id="no-such-run")
+    paused = [len(standin_cluster.nodes) - 1] if dead else []
+    proc, seconds = play(user, standin_cluster, "stop", dead=paused, aorta_run_id="no-such-run")
     assert proc.returncode != 0
     assert len(lines_with(proc, f"no run no-such-run on {head}: ")) == 1, proc.stdout[-3000:]
     assert seconds < 60, seconds

@@ -100,7 +100,7 @@ def rung_figures(
     slowest = max(done, key=lambda run: _positive(run.get("iteration_ms")) or 0.0, default=None)
     return {
         "size": size,
-        "groups": len(runs),
+        "group_count": len(runs),
         "completed": len(done),
         "left_out": list(left_out),
         "median_iteration_ms": round(statistics.median(times), 3) if times else None,

@@ -53,7 +53,7 @@ def test_a_rungs_figures():
     found = _figures.rung_figures(2, runs, alone=100.0, left_out=["i"])
     assert found == {
         "size": 2,
-        "groups": 4,
+        "group_count": 4,
         "completed": 3,
         "left_out": ["i"],
         "median_iteration_ms": 110.0,

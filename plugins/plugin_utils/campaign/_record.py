@@ -1,0 +1,100 @@
+# Copyright (c) aorta.cluster contributors
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""A scaling campaign's record (controller side, pure): campaign.json's document, its verdict and
+its junit.xml testcases, each from the rungs as _localise judged them and _figures measured them.
+
+The verdict follows the run's rule (docs/results.md, "The verdict"): a finding fails it as a
+threshold does. A campaign FAILs when it named a node, when a group's run did not complete, when a
+slow group could not be put on one node, or (``aorta_scaling_min_efficiency``) when a rung's
+weak-scaling efficiency is below the bound.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from ansible_collections.aorta.cluster.plugins.module_utils.node_runtime._words import first_names, plural
+
+VERSION = 1
+# Names shown in a line before "and N more" (the console's rule for 1000 nodes: one bounded line).
+SHOWN = 5
+
+
+def verdict(
+    rungs: Sequence[Mapping[str, Any]],
+    named: Sequence[Mapping[str, Any]],
+    suspects: Sequence[Mapping[str, Any]],
+    min_efficiency: float | None = None,
+) -> dict[str, Any]:
+    """``{verdict, reasons}``: PASS, or FAIL with one reason per kind of trouble, each naming what."""
+    reasons = []
+    if named:
+        nodes = [str(entry["node"]) for entry in named]
+        reasons.append(f"named {plural(len(nodes), 'node')}: {first_names(nodes, SHOWN)}")
+    failed = [
+        f"k{rung['size']}: {', '.join(group['nodes'])} {group['status']}"
+        for rung in rungs
+        for group in rung.get("groups") or ()
+        if group.get("status") != "COMPLETED"
+    ]
+    if failed:
+        reasons.append(f"{plural(len(failed), 'group')} did not complete: {first_names(failed, SHOWN)}")
+    if suspects:
+        open_ = [" or ".join(s["nodes"]) for s in suspects]
+        reasons.append(f"slow, not put on one node: {first_names(open_, SHOWN)}")
+    if min_efficiency is not None:
+        low = [r for r in rungs if r.get("efficiency") is not None and r["efficiency"] < min_efficiency]
+        if low:
+            said = ", ".join(f"k{r['size']} {r['efficiency']}" for r in low)
+            reasons.append(f"weak-scaling efficiency below {min_efficiency} (aorta_scaling_min_efficiency): {said}")
+    return {"verdict": "FAIL" if reasons else "PASS", "reasons": reasons}
+
+
+def document(
+    campaign_id: str,
+    nodes: Sequence[str],
+    seed: int,
+    settings: Mapping[str, Any],
+    rungs: Sequence[Mapping[str, Any]],
+    judge: Any,
+) -> dict[str, Any]:
+    """campaign.json: who, how it was grouped (the seed replays it), each rung's figures and groups,
+    the nodes named with their evidence, what stayed unresolved, and the verdict."""
+    named = list(judge.named.values())
+    return {
+        "version": VERSION,
+        "campaign_id": campaign_id,
+        "seed": seed,
+        "nodes": list(nodes),
+        "settings": dict(settings),
+        "rungs": list(rungs),
+        "named": named,
+        "suspects": list(judge.suspects),
+        "notes": list(judge.notes),
+        "verdict": verdict(rungs, named, judge.suspects, settings.get("aorta_scaling_min_efficiency")),
+    }
+
+
+def cases(campaign: Mapping[str, Any]) -> list[dict[str, str]]:
+    """junit.xml's testcases: one per rung (failed by a group that did not complete or an efficiency
+    below the bound), one per node named (failed, with its evidence), one per unresolved suspicion."""
+    found = []
+    bound = (campaign.get("settings") or {}).get("aorta_scaling_min_efficiency")
+    for rung in campaign.get("rungs") or ():
+        name = f"rung {rung['size']}: {plural(len(rung.get('groups') or ()), 'group')}"
+        bad = [g for g in rung.get("groups") or () if g.get("status") != "COMPLETED"]
+        message = ""
+        if bad:
+            message = "; ".join(f"{', '.join(g['nodes'])} {g['status']}" for g in bad)
+        elif bound is not None and rung.get("efficiency") is not None and rung["efficiency"] < bound:
+            message = f"efficiency {rung['efficiency']} below {bound}"
+        found.append({"classname": "aorta.scaling", "name": name, "failure": message})
+    for entry in campaign.get("named") or ():
+        name = f"node {entry['node']}"
+        found.append({"classname": "aorta.scaling", "name": name, "failure": f"{entry['kind']}: {entry['evidence']}"})
+    for suspect in campaign.get("suspects") or ():
+        name = f"one of {', '.join(suspect['nodes'])}"
+        found.append({"classname": "aorta.scaling", "name": name, "failure": str(suspect["why"])})
+    return found
