@@ -2,7 +2,8 @@
 # GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
 """The collection's one way to render HTML: one Jinja2 environment (autoescape, StrictUndefined) over
-the templates of report.html (with its SVG views) and of the results root's index.html.
+the templates of report.html (with its SVG views), of the results root's index.html and of a
+scaling campaign's scaling.html.
 
 Private to this collection; controller side (Jinja2 ships with ansible-core). Every value arrives
 as plain text or numbers, formatted by the page's model (_report_page, _history_page): the
@@ -15,13 +16,18 @@ from typing import Any
 
 import jinja2
 
-from ansible_collections.aorta.cluster.plugins.plugin_utils.pages import _history_template, _report_template
+from ansible_collections.aorta.cluster.plugins.plugin_utils.pages import (
+    _history_template,
+    _report_template,
+    _scaling_template,
+)
 from ansible_collections.aorta.cluster.plugins.plugin_utils.pages._opening import fmt
 
 TEMPLATES = {
     "views.svg": _report_template.VIEWS,
     "report.html": _report_template.PAGE,
     "index.html": _history_template.PAGE,
+    "scaling.html": _scaling_template.PAGE,
 }
 _ENVIRONMENT = None
 

@@ -22,6 +22,25 @@ VERSION = 1
 SHOWN = 5
 
 
+def rung_entry(
+    judged: Mapping[str, Any], figures: Mapping[str, Any], runs: Sequence[Mapping[str, Any]]
+) -> dict[str, Any]:
+    """campaign.json's entry of one rung: its figures (_figures.rung_figures), its reference and
+    the nodes it named (_localise's judgement), and each group as judged with where its results
+    are, its run id and its throughput per node (``runs``: _figures.group_run, in the same order)."""
+    groups = []
+    for row, run in zip(judged.get("groups") or (), runs, strict=True):
+        samples, count = run.get("samples_per_second"), len(run.get("nodes") or ())
+        per_node = round(samples / count, 3) if samples and count else None
+        groups.append(dict(row, dir=run.get("dir"), run_id=run.get("run_id"), samples_per_second_per_node=per_node))
+    return {
+        **figures,
+        "reference_ms": judged.get("reference_ms"),
+        "named": list(judged.get("named") or ()),
+        "groups": groups,
+    }
+
+
 def verdict(
     rungs: Sequence[Mapping[str, Any]],
     named: Sequence[Mapping[str, Any]],

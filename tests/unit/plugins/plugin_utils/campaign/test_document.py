@@ -1,12 +1,12 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""A campaign's record: its verdict (a named node, a group that did not complete, a slow group not
+"""campaign.json's document: its verdict (a named node, a group that did not complete, a slow group not
 put on one node and an efficiency below the bound each FAIL it, naming what), campaign.json's
 document and the junit testcases, from a campaign simulated on 8 nodes with one slow node."""
 
 from __future__ import annotations
 
+from ansible_collections.aorta.cluster.plugins.plugin_utils.campaign import _document as cr
 from ansible_collections.aorta.cluster.plugins.plugin_utils.campaign import _localise
-from ansible_collections.aorta.cluster.plugins.plugin_utils.campaign import _record as cr
 
 
 def rung(size, *groups):
