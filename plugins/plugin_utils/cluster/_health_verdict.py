@@ -14,6 +14,8 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from ansible_collections.aorta.cluster.plugins.module_utils.node_runtime._words import first_names
+
 # Kernel-log kinds that fail a node (the hardware's and the driver's own); the others (an OOM
 # kill, a hung task, a page fault) are usually a program's and are reported, not failed.
 FAILING_KERNEL_KINDS = frozenset(("amdgpu", "gpu reset", "xgmi", "ras", "mce", "nic link down", "rdma", "pcie"))
@@ -63,10 +65,9 @@ def judge(node: str, health: Mapping[str, Any] | None, expect: Mapping[str, Any]
         failures.extend(_count(node, tool, health.get("count") or {}, int(expect.get("gpus_needed") or 0)))
     leaked = [p for p in health.get("processes") or () if not p.get("allowed")]
     if leaked:
-        named = ", ".join(f"pid {p['pid']} {p['name']} (user {p['user']})" for p in leaked[:5])
-        more = f" and {len(leaked) - 5} more" if len(leaked) > 5 else ""
+        named = first_names((f"pid {p['pid']} {p['name']} (user {p['user']})" for p in leaked[:5]), 5, len(leaked))
         failures.append(
-            f"preflight[health]: {node}: {len(leaked)} process(es) already hold a GPU: {named}{more} "
+            f"preflight[health]: {node}: {len(leaked)} process(es) already hold a GPU: {named} "
             "(stop them, or list a monitoring agent in aorta_gpu_process_allow)"
         )
     ecc = health.get("ecc") or {}
@@ -153,11 +154,10 @@ def drift_lines(found: Sequence[Mapping[str, Any]], first: int = FIRST_NODES) ->
     """One warning line per field, whatever the node count."""
     lines = []
     for item in found:
-        named = ", ".join(f"{node} ({value})" for node, value in list(item["nodes"])[:first])
-        more = f" and {item['count'] - first} more" if item["count"] > first else ""
+        named = first_names((f"{node} ({value})" for node, value in list(item["nodes"])[:first]), first, item["count"])
         against = f"differ from {item['majority']}" if item["majority"] is not None else "differ, no majority"
         lines.append(
-            f"preflight[drift]: WARNING {item['label']}: {item['count']} of {item['of']} nodes {against}: {named}{more}"
+            f"preflight[drift]: WARNING {item['label']}: {item['count']} of {item['of']} nodes {against}: {named}"
         )
     return lines
 

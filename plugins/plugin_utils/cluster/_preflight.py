@@ -16,6 +16,7 @@ import tarfile
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from ansible_collections.aorta.cluster.plugins.module_utils.node_runtime._words import first_names
 from ansible_collections.aorta.cluster.plugins.plugin_utils.launch._launch import LaunchError
 from ansible_collections.aorta.cluster.plugins.plugin_utils.results._run import MESSAGE_MAX, clip, first_failure
 
@@ -93,9 +94,8 @@ def _image(node: str, facts: Mapping[str, Any], expect: Mapping[str, Any]) -> li
         if not expect.get("archive_exists"):
             return [f"{missing} the archive {archive} does not exist on the controller"]
         if held is not None and "@" not in image and image_key(image) not in {image_key(n) for n in held}:
-            shown = ", ".join(list(held)[:ARCHIVE_NAMES_SHOWN]) or "no named image"
-            more = f" and {len(held) - ARCHIVE_NAMES_SHOWN} more" if len(held) > ARCHIVE_NAMES_SHOWN else ""
-            return [f"{missing} the archive {archive} does not hold it (it holds {shown}{more})"]
+            shown = first_names(held, ARCHIVE_NAMES_SHOWN) or "no named image"
+            return [f"{missing} the archive {archive} does not hold it (it holds {shown})"]
         return []
     if str(expect.get("image_pull") or "missing") == "never":
         return [f"{missing} aorta_image_pull is never (pull it there, or set aorta_image_archive)"]

@@ -14,6 +14,7 @@ import json
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from ansible_collections.aorta.cluster.plugins.module_utils.node_runtime._words import first_names
 from ansible_collections.aorta.cluster.plugins.plugin_utils.cluster._cluster_file import healthy_cluster
 from ansible_collections.aorta.cluster.plugins.plugin_utils.cluster._health_verdict import health_record, unhealthy_text
 from ansible_collections.aorta.cluster.plugins.plugin_utils.config._run_context import effective_config, run_settings
@@ -251,13 +252,16 @@ def link_errors_line(found: Sequence[Mapping[str, Any]]) -> list[str]:
     """One console line for them, whatever the node count; none when there are none."""
     if not found:
         return []
-    named = ", ".join(
-        f"{item['node']} ({', '.join(f'{k} +{v}' for k, v in _dict(item.get('grew')).items())})"
-        for item in found[:LINK_ERRORS_NAMED]
+    named = first_names(
+        (
+            f"{item['node']} ({', '.join(f'{k} +{v}' for k, v in _dict(item.get('grew')).items())})"
+            for item in found[:LINK_ERRORS_NAMED]
+        ),
+        LINK_ERRORS_NAMED,
+        len(found),
     )
-    more = f" and {len(found) - LINK_ERRORS_NAMED} more" if len(found) > LINK_ERRORS_NAMED else ""
     nodes = f"{len(found)} node{'s' if len(found) != 1 else ''}"
-    return [clip(f"fabric link errors grew during the run on {nodes}: {named}{more} (run.json)")]
+    return [clip(f"fabric link errors grew during the run on {nodes}: {named} (run.json)")]
 
 
 SWEEP_NAMED = 3  # slow nodes named on the console's fabric sweep line before "and N more"
@@ -291,15 +295,18 @@ def fabric_sweep_line(sweep: Mapping[str, Any]) -> list[str]:
     slow = [_dict(item) for item in sweep.get("slow") or () if isinstance(item, Mapping)]
     if not slow:
         return []
-    named = ", ".join(
-        f"{item.get('node')} ({item.get('direction')}: {item.get('send_gbps')}/{item.get('recv_gbps')} Gbit/s "
-        f"sent/received, {item.get('ratio')}x)"
-        for item in slow[:SWEEP_NAMED]
+    named = first_names(
+        (
+            f"{item.get('node')} ({item.get('direction')}: {item.get('send_gbps')}/{item.get('recv_gbps')} Gbit/s "
+            f"sent/received, {item.get('ratio')}x)"
+            for item in slow[:SWEEP_NAMED]
+        ),
+        SWEEP_NAMED,
+        len(slow),
     )
-    more = f" and {len(slow) - SWEEP_NAMED} more" if len(slow) > SWEEP_NAMED else ""
     return [
         clip(
-            f"fabric sweep ({sweep.get('tool')}): slow link on {named}{more}, against a median of "
+            f"fabric sweep ({sweep.get('tool')}): slow link on {named}, against a median of "
             f"{sweep.get('median_gbps')} Gbit/s (run.json's fabric_sweep)"
         )
     ]
@@ -400,9 +407,7 @@ NAMED_NODES = 5  # the console's line names this many unhealthy nodes; unhealthy
 
 def named_nodes(found: Sequence[Mapping[str, Any]]) -> str:
     """The first unhealthy nodes by name and how many more: one bounded line at any node count."""
-    names = [str(node.get("name")) for node in found]
-    more = f" and {len(names) - NAMED_NODES} more" if len(names) > NAMED_NODES else ""
-    return ", ".join(names[:NAMED_NODES]) + more
+    return first_names((str(node.get("name")) for node in found), NAMED_NODES)
 
 
 def awx_stats(

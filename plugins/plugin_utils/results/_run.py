@@ -14,6 +14,8 @@ from typing import Any
 
 from ansible.module_utils.parsing.convert_bool import boolean
 
+from ansible_collections.aorta.cluster.plugins.module_utils.node_runtime._words import first_names
+
 STATES = ("ok", "failed", "timeout", "unreachable", "not_started", "excluded")
 # Below this much free space the output directory's file system counts as full: a profiler that
 # meets it loses its trace and may still exit 0 (Kineto logs "Failed to write to log file!").
@@ -141,8 +143,7 @@ def setup_failure(names: Sequence[str], messages: Sequence[Any], own: Sequence[A
         return {"message": f"every node: {reasons.pop()}", "failed_nodes": nodes, "first_failure": nodes[0]}
     message = failed[0][1]
     if len(nodes) > 1:
-        shown = ", ".join(nodes[:10]) + (f" and {len(nodes) - 10} more" if len(nodes) > 10 else "")
-        message += f" (setup failed on {len(nodes)} nodes: {shown})"
+        message += f" (setup failed on {len(nodes)} nodes: {first_names(nodes, 10)})"
     return {"message": message, "failed_nodes": nodes, "first_failure": nodes[0]}
 
 
@@ -161,8 +162,7 @@ def run_status(nodes: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     # count in it; the message says how many there were.
     excluded = [str(n.get("name")) for n in nodes if n.get("state") == "excluded"]
     nodes = [n for n in nodes if n.get("state") != "excluded"]
-    left_out = f"; {len(excluded)} excluded by preflight: {', '.join(excluded[:10])}" if excluded else ""
-    left_out += f" and {len(excluded) - 10} more" if len(excluded) > 10 else ""
+    left_out = f"; {len(excluded)} excluded by preflight: {first_names(excluded, 10)}" if excluded else ""
     if not nodes:
         return {"status": "FAILED", "failed_nodes": [], "first_failure": None, "message": "no nodes ran" + left_out}
     bad = [n for n in nodes if n.get("state") != "ok"]
