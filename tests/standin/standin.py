@@ -263,7 +263,7 @@ def slow(name: str, factor: float = 1.0) -> str:
     workload reads standin-node.json in the node's Aorta checkout, which the launch mounts as the
     workload's working directory); 1 takes the fault away. A slow node, not a slow rank: it stays with
     the machine whatever rank a run gives it. Returns the file's path on the node."""
-    if not factor > 0:
+    if factor <= 0:
         raise StandinError(f"slow: {factor!r} is not a factor above 0 (1.6: 60 % longer)")
     path = f"{AORTA_PATH}/standin-node.json"
     if factor == 1.0:

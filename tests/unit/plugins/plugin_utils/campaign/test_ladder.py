@@ -63,7 +63,7 @@ def test_each_rung_is_disjoint_covering_and_says_who_sits_out(n):
 @pytest.mark.parametrize("n", [8, 32, 64, 100, 1000])
 def test_nodes_that_shared_a_group_share_none_at_the_next_rung_where_the_count_allows(n):
     rungs = ladder(n)
-    for (_k, before, _), (size, after, _) in itertools.pairwise(rungs):
+    for (_k, before, _out), (size, after, _left) in itertools.pairwise(rungs):
         # Possible while each new group can take its nodes from distinct groups of the rung before.
         if len(before) >= size:
             assert _ladder.shared_pairs(before, after) == 0, (n, size)
@@ -73,7 +73,7 @@ def test_the_fewest_pairs_share_again_where_sharing_cannot_be_avoided():
     """8 nodes, rung 4 -> 8: each group of 8 must hold two groups of 4 whole; rung 2 -> 4 at 4 nodes:
     one group of 4 holds both pairs."""
     rungs = ladder(8)
-    assert [size for size, _, _ in rungs] == [1, 2, 4, 8]
+    assert [rung[0] for rung in rungs] == [1, 2, 4, 8]
     assert _ladder.shared_pairs(rungs[1][1], rungs[2][1]) == 0
     sizes_four = ladder(4)
     assert _ladder.shared_pairs(sizes_four[1][1], sizes_four[2][1]) == 2
@@ -97,7 +97,7 @@ def test_the_groupings_are_a_function_of_the_order_and_the_seed():
 
 def test_a_node_that_left_is_in_no_group_and_its_old_partners_are_regrouped():
     present = nodes(8)
-    pairs, _ = _ladder.groups(present, 2, [[node] for node in present], seed=1, rung=1)
+    pairs, _out = _ladder.groups(present, 2, [[node] for node in present], seed=1, rung=1)
     gone = pairs[0][0]
     fours, out = _ladder.groups([n for n in present if n != gone], 4, pairs, seed=1, rung=2)
     assert gone not in {node for group in fours for node in group} | set(out)
