@@ -1,9 +1,9 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""Trace insight on the real 2-node stand-in cluster: three healthy runs name no straggler and no slow
-node, a rank planted at 1.5x compute is named first with its node every time, the first of those finds
-the newest healthy run as its baseline by itself and says regression naming that rank, trace_report.yml
-says the same, and one results root then holds healthy, slow and killed runs in its history, each with
-its junit.xml."""
+"""Trace insight on the real 2-node stand-in cluster: ten healthy runs (conftest's healthy_series,
+shared with test_faults) name no straggler and no slow node, a rank planted at 1.5x compute is named
+first with its node every time, the first of those finds the newest healthy run as its baseline by
+itself and says regression naming that rank, trace_report.yml says the same, and one results root
+then holds healthy, slow and killed runs in its history, each with its junit.xml."""
 
 from __future__ import annotations
 
@@ -13,19 +13,11 @@ import uuid
 from pathlib import Path
 
 import pytest
-from conftest import read_junit
+from conftest import STRAGGLER_PROFILE, read_junit
 
 pytestmark = pytest.mark.standin
 
-# Six profiled steps of 50 ms compute (8 steps; wait 1, warmup 1): the straggler test needs 4 steps
-# to name one of 4 ranks at 5%, and 5 ms steps on two shared cores are noise.
-PROFILE = {
-    "training.max_steps": 8,
-    "profiling.wait": 1,
-    "profiling.warmup": 1,
-    "profiling.active": 8,
-    "standin.compute_ms": 50,
-}
+PROFILE = STRAGGLER_PROFILE  # conftest's: the healthy series ran with it
 SLOW = {**PROFILE, "standin.slow_rank": 2, "standin.slow_factor": 1.5}
 
 
@@ -39,34 +31,32 @@ def junit_failures(results) -> dict:
     return {key: message for key, (outcome, message) in read_junit(results).items() if outcome == "failure"}
 
 
-def test_stragglers_and_baseline_on_the_stand_in_cluster(standin_cluster, tmp_path):
-    inventory = standin_cluster.cluster_file(tmp_path, 2)
+@pytest.mark.xdist_group("healthy_series")
+def test_stragglers_and_baseline_on_the_stand_in_cluster(standin_cluster, healthy_series):
+    # The healthy runs are conftest's healthy_series, shared with test_faults' ten runs in a row;
+    # this test's own runs go into the same results root, beside them.
+    tmp_path, inventory = healthy_series.root, healthy_series.inventory
     node_of_rank_2 = standin_cluster.nodes[1]["mgmt_ip"]  # 2 ranks per node: ranks 2 and 3
 
-    procs = {}
-
     def run(overrides, **extra):
-        proc, record, results, _seconds = standin_cluster.run(
+        _proc, record, results, _seconds = standin_cluster.run(
             tmp_path, inventory=inventory, aorta_training_overrides=overrides, **extra
         )
         assert record["status"] == "COMPLETED", record["message"]
-        procs[results] = proc
         return results, report_of(results)
 
-    # Two healthy runs name no straggler; the second, against the first, is no regression. Two
-    # healthy runs on this shared 2-core machine differed by 10.6% in step time once (57.8 vs
-    # 64.0 ms, both run alone), beyond the 2-sigma noise of their own steps (6.1 ms): the verdict
-    # sees each run's step-to-step spread, not the machine's run-to-run drift, so this comparison
-    # allows 15% (the 1.5x rank below slows the step by about 30%).
-    baseline, first = run(PROFILE)
-    _again, second = run(PROFILE, aorta_baseline=str(baseline), aorta_baseline_tolerance=0.15)
-    # The first of these with one threshold it cannot meet: the verdict fails, the play exits
-    # non-zero, and the other three thresholds are kept (merged key by key over CVS's defaults).
-    # Three healthy runs here; test_faults' ten healthy runs, with the same profile, name no straggler either.
-    last_healthy = [run(PROFILE, aorta_expected_results={"max_avg_iteration_ms": 1})]
-    assert_threshold_fails_the_verdict(*last_healthy[0], procs[last_healthy[0][0]])
-    healthy = [first, second] + [report for _results, report in last_healthy]
-    for report in healthy:
+    # Ten healthy runs name no straggler; the second, against the first, is no regression (within
+    # 15%: the 1.5x rank below slows the step by about 30%).
+    for _proc, record, _results, _seconds in healthy_series.runs:
+        assert record["status"] == "COMPLETED", record["message"]
+    baseline = healthy_series.runs[0][2]
+    second = report_of(healthy_series.runs[1][2])
+    # The last with one threshold it cannot meet: the verdict fails, the play exits non-zero, and
+    # the other three thresholds are kept (merged key by key over CVS's defaults).
+    last_proc, _record, last_healthy, _seconds = healthy_series.runs[-1]
+    assert_threshold_fails_the_verdict(last_healthy, report_of(last_healthy), last_proc)
+    for _proc, _record, results, _seconds in healthy_series.runs:
+        report = report_of(results)
         assert report["straggler_test"]["steps"] == 6, report["straggler_test"]
         assert report["stragglers"] == [] and report["straggler_test"]["verdict"] == "none stands out"
         assert report["slow_nodes"] == [], report["straggler_test"]["node_test"]
@@ -79,8 +69,8 @@ def test_stragglers_and_baseline_on_the_stand_in_cluster(standin_cluster, tmp_pa
     for attempt in range(3):
         results, report = run(SLOW, aorta_baseline="auto" if attempt == 0 else str(baseline))
         if attempt == 0:
-            assert report["baseline"]["source"].startswith(str(last_healthy[-1][0])), report["baseline"]
-            newest_healthy = json.loads((last_healthy[-1][0] / "run.json").read_text())["run_id"]
+            assert report["baseline"]["source"].startswith(str(last_healthy)), report["baseline"]
+            newest_healthy = json.loads((last_healthy / "run.json").read_text())["run_id"]
             assert newest_healthy in report["baseline"]["chosen"], report["baseline"]
         first_named = report["stragglers"][0]
         assert (first_named["rank"], first_named["node"]) == (2, node_of_rank_2), first_named
@@ -163,7 +153,7 @@ def assert_history_and_junit(root: Path, healthy: Path, slow: Path, killed: Path
     rows = {row["dir"]: row for row in index["runs"]}
     assert rows[healthy.name]["status"] == rows[slow.name]["status"] == "COMPLETED"
     assert rows[killed.name]["status"] == "FAILED" and rows[killed.name]["verdict"]["verdict"] == "FAIL"
-    assert len(rows) == 7  # three healthy, three slow, one killed
+    assert len(rows) == 14  # ten healthy (conftest's healthy_series), three slow, one killed
     page = (root / "index.html").read_text()
     assert "<script" not in page and f'href="{healthy.name}/report.html"' in page
     assert f'href="{slow.name}/report.html"' in page and f'href="{killed.name}/' in page
