@@ -106,10 +106,6 @@ class ActionModule(Step):
             ansible_stats=found["stats"],
             msg=found["lines"][0],
         )
-        if _node_results.setup_stopped(values, _node_results.nodes_of(groups)):
-            # Handed to localhost (the launch play's rescue delegates its facts there): the plays
-            # after it read ansible_facts.aorta_setup_stopped and record nothing twice.
-            result["ansible_facts"] = {_node_results.SETUP_STOPPED_FACT: True}
         if self._task.check_mode:
             return result
         text = json.dumps(found["run_json"], indent=4, sort_keys=True, separators=(",", ": "))

@@ -21,8 +21,7 @@ description:
     and result C(aorta_node_setup_task) and C(aorta_node_setup_result)), and on localhost
     C(aorta_combined) (M(aorta.cluster.combined_traces)) and C(aorta_collect_failure). Setup stopped
     when a node holds C(aorta_node_setup_task) (the launch play's rescue sets it on every node it
-    reaches); then the result hands the fact C(aorta_setup_stopped) to the host the facts go to
-    (the rescue delegates them to localhost), and the plays after read it to record nothing twice."
+    reaches)."
   - "The run's head is the one the launch chose (the first node's C(aorta_launch.head); with
     C(aorta_exclude_unhealthy), the first node that passed preflight), else the first node; its
     launch gives the ranks per node, the node count, the rendezvous and the nodes preflight excluded."
@@ -68,14 +67,6 @@ EXAMPLES = r"""
 """
 
 RETURN = r"""
-ansible_facts:
-  description: Only when setup stopped, C(aorta_setup_stopped=true).
-  returned: when a node holds C(aorta_node_setup_task)
-  type: dict
-  contains:
-    aorta_setup_stopped:
-      description: The run's setup stopped; the plays after the launch play record nothing twice.
-      type: bool
 status:
   description: The run's status, as C(run.json) holds it.
   returned: always

@@ -149,7 +149,7 @@ def test_unhealthy_nodes_are_named_nothing_launches_and_the_healthy_ones_rerun(s
     assert {cases[f"aorta.{names[3]}: rank 3 {names[3]}: {stage}"][0] for stage in ("launch", "run")} == {"skipped"}
     history = read_json(results.parent / "index.json")["runs"]
     assert [(row["dir"], row["status"]) for row in history if row["dir"] == results.name] == [(results.name, "FAILED")]
-    # Recorded and judged once, by the rescue: the plays after it read its aorta_setup_stopped fact.
+    # Recorded and judged once, by the rescue: its last task fails every node, which ends the playbook.
     once = [t["action"] for t in tasks if t["action"] in ("aorta.cluster.run_record", "aorta.cluster.run_outcome")]
     assert once == ["aorta.cluster.run_record", "aorta.cluster.run_outcome"], once
 

@@ -44,9 +44,6 @@ NODE_VARS = (
 )
 # What run_record reads of localhost: the collection's result and why collection stopped.
 LOCAL_VARS = ("aorta_combined", "aorta_collect_failure")
-# The fact run_record hands localhost when it recorded a run whose setup stopped: the plays after
-# the launch play read it (``ansible_facts``) to record nothing twice.
-SETUP_STOPPED_FACT = "aorta_setup_stopped"
 # The nodes' registered results that node_prepare and node_launch may have shortened when they
 # failed (``short_failure``): every reader here takes them whole from their details file (``full_result``).
 SHORTENED_VARS = frozenset(("aorta_prepare", "aorta_launch", "aorta_node_setup_result"))

@@ -266,7 +266,7 @@ def setup_rescue(tmp_path, settings: dict, host_vars: dict, results: str) -> tup
     on_controller = {"delegate_to": "localhost", "run_once": True}
     rescue = [
         {"ansible.builtin.set_fact": remember},
-        {"aorta.cluster.run_record": None, "delegate_facts": True, **on_controller},
+        {"aorta.cluster.run_record": None, **on_controller},
     ]
     play = {"hosts": "aorta_nodes", "gather_facts": False, "any_errors_fatal": True}
     play |= {"roles": [{"role": "aorta.cluster.defaults"}], "tasks": [{"block": [PREPARE], "rescue": rescue}]}
