@@ -53,7 +53,7 @@ def verdict(
         nodes = [str(entry["node"]) for entry in named]
         reasons.append(f"named {plural(len(nodes), 'node')}: {first_names(nodes, SHOWN)}")
     failed = [
-        f"k{rung['size']}: {', '.join(group['nodes'])} {group['status']}"
+        f"k{rung['size']}: {first_names(group['nodes'], SHOWN)} {group['status']}"
         for rung in rungs
         for group in rung.get("groups") or ()
         if group.get("status") != "COMPLETED"
@@ -61,7 +61,7 @@ def verdict(
     if failed:
         reasons.append(f"{plural(len(failed), 'group')} did not complete: {first_names(failed, SHOWN)}")
     if suspects:
-        open_ = [" or ".join(s["nodes"]) for s in suspects]
+        open_ = [first_names(s["nodes"], SHOWN, sep=" or ") for s in suspects]
         reasons.append(f"slow, not put on one node: {first_names(open_, SHOWN)}")
     if min_efficiency is not None:
         low = [r for r in rungs if r.get("efficiency") is not None and r["efficiency"] < min_efficiency]

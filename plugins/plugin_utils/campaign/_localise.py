@@ -77,6 +77,8 @@ class Campaign:
         rows: list[dict[str, Any]] = []
         for index, run in enumerate(runs):
             nodes = [str(node) for node in run.get("nodes") or ()]
+            if not nodes:
+                continue  # a group of no node says nothing of any node
             status = str(run.get("status") or "FAILED")
             time = times[index]
             ratio = round(time / ref, 3) if time and ref else None
@@ -86,19 +88,21 @@ class Campaign:
                 if str(item.get("node")) in nodes:
                     self._name(str(item["node"]), size, str(item.get("kind") or "named"), str(item.get("why") or ""))
             if status in ENDED_BADLY and not any(node in self.named for node in nodes):
-                self.suspects.append({"nodes": nodes, "rungs": [size], "why": f"{status} in a group of {len(nodes)}"})
-        self._links(size, runs)
-        # A rung of one group (the top rung of a small campaign) has nothing to be compared with.
-        compared = sum(row["ratio"] is not None for row in rows) >= 2
+                why = f"{status} in a group of {len(nodes)}"
+                self.suspects.append({"nodes": nodes, "rungs": [size], "why": why, "kind": status.lower()})
+        low = self._links(size, runs)
+        # A rung of one completed group (the top rung of a small campaign) has nothing to be compared with.
+        compared = sum(row["ratio"] is not None and row["status"] == "COMPLETED" for row in rows) >= 2
         for row in rows:
             if row["slow"] and size == 1:
                 node = row["nodes"][0]
                 self._name(node, size, "slow_node", f"alone {row['ratio']}x the rung's median iteration ({ref} ms)")
             elif row["slow"]:
                 why = f"its group of {size} ran {row['ratio']}x the rung's median iteration ({ref} ms)"
-                self.suspects.append({"nodes": list(row["nodes"]), "rungs": [size], "why": why})
+                self.suspects.append({"nodes": list(row["nodes"]), "rungs": [size], "why": why, "kind": "slow_group"})
             elif row["status"] == "COMPLETED" and size >= 2 and compared and row["ratio"] is not None:
-                self.cleared.update(row["nodes"])
+                # A node whose own link figures were low is not cleared by its group's pace.
+                self.cleared.update(node for node in row["nodes"] if node not in low)
         self._resolve(size)
         return {
             "size": size,
@@ -107,7 +111,7 @@ class Campaign:
             "named": [self.named[node] for node in self.named if node not in before],
         }
 
-    def _links(self, size: int, runs: Sequence[Mapping[str, Any]]) -> None:
+    def _links(self, size: int, runs: Sequence[Mapping[str, Any]]) -> set[str]:
         """Suspect the ends of each slow stream: a node whose link figure in a direction is below
         ``link`` of the rung's median over every node. One stream has two ends (a pair's sender and
         its receiver read the same stream), so a group's sweep alone cannot say which end is slow;
@@ -131,7 +135,9 @@ class Campaign:
             ends = [str(node) for node in run.get("nodes") or () if str(node) in low]
             if ends and not any(node in self.named for node in run.get("nodes") or ()):
                 said = "; ".join(f"{node} {', '.join(low[node])}" for node in ends)
-                self.suspects.append({"nodes": ends, "rungs": [size], "why": f"slow link in its group's sweep: {said}"})
+                why = f"slow link in its group's sweep: {said}"
+                self.suspects.append({"nodes": ends, "rungs": [size], "why": why, "kind": "slow_link"})
+        return set(low)
 
     def _resolve(self, size: int) -> None:
         """Name the one member of a suspect group left uncleared; keep those with more."""
@@ -143,7 +149,7 @@ class Campaign:
             if len(left) == 1:
                 others = [node for node in suspect["nodes"] if node != left[0]]
                 cleared = f"; its partners ({', '.join(others)}) were not slow elsewhere" if others else ""
-                self._name(left[0], size, "slow_group", f"{suspect['why']}{cleared}")
+                self._name(left[0], size, str(suspect.get("kind") or "slow_group"), f"{suspect['why']}{cleared}")
             elif not left:
                 self.notes.append(
                     f"unexplained: {suspect['why']} ({', '.join(suspect['nodes'])}), every member cleared"

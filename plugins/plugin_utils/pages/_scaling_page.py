@@ -2,7 +2,7 @@
 # GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
 """A scaling campaign's page (scaling.html), controller side: campaign.json (plugin_utils/campaign/
-_record.document) made into plain text, numbers and SVG geometry; rendered by the one Jinja2
+_document.document) made into plain text, numbers and SVG geometry; rendered by the one Jinja2
 environment (pages/_html, template pages/_scaling_template).
 
 First what a reader came for: the verdict and the nodes named, each with its evidence. Then the
@@ -69,7 +69,9 @@ def curve_model(rungs: Sequence[Mapping[str, Any]], named: Sequence[str]) -> dic
         size = int(rung["size"])
         for group in rung.get("groups") or ():
             rate = group.get("samples_per_second_per_node")
-            value = rate / alone if rate and alone else 0.0
+            if not rate or not alone:
+                continue  # no throughput (a group that did not complete, or no rung 1): no dot to place
+            value = rate / alone
             bad = group.get("status") != "COMPLETED" or any(n in named for n in group.get("nodes") or ())
             tip = f"{', '.join(group.get('nodes') or ())}: {group.get('status')}, efficiency {value:.3f}"
             dots.append({"x": x(size), "y": y(value), "bad": bad, "tip": _clip(tip), "href": _report(group)})

@@ -65,3 +65,12 @@ def test_the_document_and_the_junit_cases_agree_with_the_judge():
     assert [(c["name"], c["failure"]) for c in found][:2] == [("rung 1: 4 groups", ""), ("rung 2: 2 groups", "")]
     (node,) = [c for c in found if c["name"] == "node c"]
     assert node["failure"].startswith("slow_node: alone 1.6") and node["classname"] == "aorta.scaling"
+
+
+def test_a_failed_group_of_1000_nodes_is_one_bounded_reason():
+    group = [f"n{i:04d}" for i in range(1000)]
+    rungs = [rung(1000, (group, "TIMEOUT"))]
+    suspects = [{"nodes": group, "why": "slow"}]
+    reasons = cr.verdict(rungs, [], suspects)["reasons"]
+    assert reasons[0] == "1 group did not complete: k1000: n0000, n0001, n0002, n0003, n0004 and 995 more TIMEOUT"
+    assert reasons[1] == "slow, not put on one node: n0000 or n0001 or n0002 or n0003 or n0004 and 995 more"

@@ -46,6 +46,10 @@ def test_the_top_rung_follows_the_nodes_left_and_a_rung_too_big_is_skipped():
     assert _ladder.rung_size(8, 7, 8) == 7  # the top rung: every node still in the campaign
     assert _ladder.rung_size(4, 3, 8) is None  # a lower rung larger than what is left
     assert _ladder.rung_size(2, 3, 8) == 2
+    # Sizes the user gave run as given: [1, 2, 4] on 8 nodes tops out at 4, not at 8.
+    assert _ladder.rung_size(4, 8, 4, stretch=False) == 4
+    # After exclusions the top rung may shrink to the rung run before it: not run twice.
+    assert _ladder.rung_size(8, 4, 8, previous=4) is None
 
 
 @pytest.mark.parametrize("n", [1, 3, 4, 7, 8, 12, 64, 100, 1000])

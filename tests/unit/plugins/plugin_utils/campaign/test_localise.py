@@ -112,7 +112,7 @@ def test_a_throttled_link_makes_its_pair_suspect_and_the_next_rung_names_it():
     assert rungs[0]["named"] == []  # alone, a node uses no link
     assert rungs[1]["named"] == []  # one stream, two ends: both suspected
     (entry,) = rungs[2]["named"]
-    assert entry["node"] == names[5] and entry["rung"] == 4 and entry["kind"] == "slow_group"
+    assert entry["node"] == names[5] and entry["rung"] == 4 and entry["kind"] == "slow_link"
     assert "slow link in its group's sweep" in entry["evidence"] and "were not slow elsewhere" in entry["evidence"]
 
 
@@ -126,7 +126,7 @@ def test_what_a_groups_run_names_is_named_and_a_failed_group_without_a_name_is_s
     ]
     rung = judge.judge(2, runs)
     assert rung["named"] == [{"node": "b", "rung": 2, "kind": "dead", "evidence": "b: not reached"}]
-    assert judge.suspects == [{"nodes": ["c", "d"], "rungs": [2], "why": "TIMEOUT in a group of 2"}]
+    assert judge.suspects == [{"nodes": ["c", "d"], "rungs": [2], "why": "TIMEOUT in a group of 2", "kind": "timeout"}]
     assert judge.cleared == {"e", "f", "g", "h"}
     assert _localise.still_in(list("abcdefgh"), judge) == list("acdefgh")
     # The next rung clears c; d is the one left of its group: named, with why.
@@ -137,7 +137,7 @@ def test_what_a_groups_run_names_is_named_and_a_failed_group_without_a_name_is_s
             {"nodes": ["d", "f", "h"], "status": "COMPLETED", "iteration_ms": 180.0},
         ],
     )
-    assert [(e["node"], e["kind"]) for e in rung["named"]] == [("d", "slow_group")]
+    assert [(e["node"], e["kind"]) for e in rung["named"]] == [("d", "timeout")]
     assert rung["named"][0]["evidence"].startswith("TIMEOUT in a group of 2; its partners (c) were not slow")
 
 
@@ -173,5 +173,54 @@ def test_a_rung_of_one_group_clears_nobody():
     rung = judge.judge(4, [{"nodes": ["a", "b", "c", "d"], "status": "COMPLETED", "iteration_ms": 200.0}])
     assert rung["groups"][0]["slow"] is False and judge.cleared == {"c", "d"}
     assert judge.suspects == [
-        {"nodes": ["a", "b"], "rungs": [2], "why": "its group of 2 ran 2.0x the rung's median iteration (100.0 ms)"}
+        {
+            "nodes": ["a", "b"],
+            "rungs": [2],
+            "why": "its group of 2 ran 2.0x the rung's median iteration (100.0 ms)",
+            "kind": "slow_group",
+        }
     ]
+
+
+def test_a_slow_link_in_a_group_that_was_not_slow_stays_suspected_and_an_empty_group_says_nothing():
+    """A link at a tenth of the others' in a group whose pace hid it: its two ends are not cleared by
+    that pace; the next rung, which splits them, names the slow end."""
+    judge = _localise.Campaign()
+    fast = {"send_gbps": 100.0, "recv_gbps": 100.0}
+    slow = {"send_gbps": 10.0, "recv_gbps": 10.0}
+    runs = [
+        {"nodes": ["a", "b"], "status": "COMPLETED", "iteration_ms": 105.0, "links": {"a": slow, "b": slow}},
+        {"nodes": ["c", "d"], "status": "COMPLETED", "iteration_ms": 100.0, "links": {"c": fast, "d": fast}},
+        {"nodes": ["e", "f"], "status": "COMPLETED", "iteration_ms": 101.0, "links": {"e": fast, "f": fast}},
+        {"nodes": [], "status": "COMPLETED", "iteration_ms": 1.0},
+    ]
+    judge.judge(2, runs)
+    assert judge.cleared == {"c", "d", "e", "f"} and judge.suspects[0]["nodes"] == ["a", "b"]
+    runs = [
+        {
+            "nodes": ["a", "c", "e"],
+            "status": "COMPLETED",
+            "iteration_ms": 150.0,
+            "links": {"a": slow, "c": fast, "e": fast},
+        },
+        {
+            "nodes": ["b", "d", "f"],
+            "status": "COMPLETED",
+            "iteration_ms": 100.0,
+            "links": {"b": fast, "d": fast, "f": fast},
+        },
+    ]
+    judge.judge(3, runs)
+    assert list(judge.named) == ["a"] and judge.named["a"]["kind"] == "slow_link"
+
+
+def test_a_completed_group_beside_only_failed_ones_is_not_cleared_against_itself():
+    judge = _localise.Campaign()
+    judge.judge(
+        2,
+        [
+            {"nodes": ["a", "b"], "status": "COMPLETED", "iteration_ms": 100.0},
+            {"nodes": ["c", "d"], "status": "FAILED", "iteration_ms": 90.0},
+        ],
+    )
+    assert judge.cleared == set()
