@@ -25,7 +25,7 @@ def _list(value: Any) -> list[Any]:
     return list(value) if isinstance(value, (list, tuple)) else []
 
 
-def _positive(value: Any) -> float | None:
+def positive(value: Any) -> float | None:
     """A figure above 0, else None (a run that measured nothing)."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return None
@@ -74,8 +74,8 @@ def group_run(record: Mapping[str, Any], report: Mapping[str, Any] | None, where
         "run_id": record.get("run_id"),
         "dir": where,
         "status": str(record.get("status") or "FAILED"),
-        "iteration_ms": _positive(_dict(report.get("performance")).get("avg_step_time_ms")),
-        "samples_per_second": _positive(run.get("samples_per_second")),
+        "iteration_ms": positive(_dict(report.get("performance")).get("avg_step_time_ms")),
+        "samples_per_second": positive(run.get("samples_per_second")),
         "named": named_nodes(record, report),
         "links": links,
     }
@@ -83,7 +83,7 @@ def group_run(record: Mapping[str, Any], report: Mapping[str, Any] | None, where
 
 def per_node(run: Mapping[str, Any]) -> float | None:
     """A group's samples per second per node."""
-    samples, nodes = _positive(run.get("samples_per_second")), len(_list(run.get("nodes")))
+    samples, nodes = positive(run.get("samples_per_second")), len(_list(run.get("nodes")))
     return samples / nodes if samples and nodes else None
 
 
@@ -94,10 +94,10 @@ def rung_figures(
     throughput per node, the weak-scaling reference (efficiency = this rung's median per node over
     it: 1.0 when adding nodes costs nothing)."""
     done = [run for run in runs if run.get("status") == "COMPLETED"]
-    times = [t for t in (_positive(run.get("iteration_ms")) for run in done) if t]
+    times = [t for t in (positive(run.get("iteration_ms")) for run in done) if t]
     rates = [r for r in (per_node(run) for run in done) if r]
     median_rate = statistics.median(rates) if rates else None
-    slowest = max(done, key=lambda run: _positive(run.get("iteration_ms")) or 0.0, default=None)
+    slowest = max(done, key=lambda run: positive(run.get("iteration_ms")) or 0.0, default=None)
     return {
         "size": size,
         "group_count": len(runs),

@@ -27,6 +27,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from ansible_collections.aorta.cluster.plugins.module_utils.node_runtime._sweep import DEFAULT_THRESHOLD
+from ansible_collections.aorta.cluster.plugins.plugin_utils.campaign._figures import positive
 
 # A group slower than the rung's reference by more than this fraction is slow. Chosen from the
 # simulation in tests/unit/plugins/plugin_utils/campaign/test_localise.py (100 seeds each at 8, 64
@@ -37,13 +38,6 @@ from ansible_collections.aorta.cluster.plugins.module_utils.node_runtime._sweep 
 DEFAULT_SLOW = 0.15
 # What ends a group's run without its figures being a judgement of speed.
 ENDED_BADLY = frozenset(("FAILED", "TIMEOUT", "STOPPED", "HUNG"))
-
-
-def _number(value: Any) -> float | None:
-    """A positive figure, else None (a run that measured nothing)."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return None
-    return float(value) if value > 0 else None
 
 
 def reference(times: Iterable[float]) -> float | None:
@@ -72,7 +66,7 @@ class Campaign:
         ``status``, ``iteration_ms``, optionally ``named`` [{node, kind, why}] and ``links``
         {node: {send_gbps, recv_gbps}}); the rung's judgement, the campaign's state updated."""
         before = set(self.named)
-        times = {index: _number(run.get("iteration_ms")) for index, run in enumerate(runs)}
+        times = {index: positive(run.get("iteration_ms")) for index, run in enumerate(runs)}
         ref = reference(t for index, t in times.items() if t and runs[index].get("status") == "COMPLETED")
         rows: list[dict[str, Any]] = []
         for index, run in enumerate(runs):
@@ -120,7 +114,7 @@ class Campaign:
         for run in runs:
             for node, link in (run.get("links") or {}).items():
                 for direction, rates in figures.items():
-                    rate = _number((link or {}).get(direction + "_gbps"))
+                    rate = positive((link or {}).get(direction + "_gbps"))
                     if rate is not None:
                         rates[str(node)] = rate
         low: dict[str, list[str]] = {}
