@@ -283,6 +283,7 @@ INTERNAL = frozenset(
         "aorta_watch",
         "aorta_attach",
         "aorta_stop",
+        "aorta_campaign",
     }
 )
 

@@ -83,7 +83,7 @@ def _list(value: Any) -> list[Any]:
     return list(value) if isinstance(value, (list, tuple)) else []
 
 
-def _case(classname: str, name: str, outcome: str = "", message: Any = "", detail: Any = "", kind: str = "") -> dict:
+def case(classname: str, name: str, outcome: str = "", message: Any = "", detail: Any = "", kind: str = "") -> dict:
     """A testcase: ``outcome`` '' (passed), 'failure' or 'skipped'."""
     return {
         "classname": classname,
@@ -206,23 +206,23 @@ def _early_cases(facts: Mapping[str, Any], row: Mapping[str, Any], run: Mapping[
     excluded = _excluded_why(facts, name)
     stage, reasons = _setup_stop(facts, name, run)
     if excluded:
-        health = _case(where, "health", "failure", excluded, "\n".join(facts["excluded"][name]), "excluded")
+        health = case(where, "health", "failure", excluded, "\n".join(facts["excluded"][name]), "excluded")
     elif stage == "health":
-        health = _case(where, "health", "failure", reasons[0], "\n".join(reasons), "preflight")
+        health = case(where, "health", "failure", reasons[0], "\n".join(reasons), "preflight")
     elif facts["not_launched"] and not (row.get("fingerprint") or row.get("health") or row.get("fabric_if")):
-        health = _case(where, "health", "skipped", facts["not_launched"].replace("not launched", "not probed", 1))
+        health = case(where, "health", "skipped", facts["not_launched"].replace("not launched", "not probed", 1))
     else:
-        health = _case(where, "health")
+        health = case(where, "health")
     if excluded:
-        launch = _case(where, "launch", "skipped", excluded)
+        launch = case(where, "launch", "skipped", excluded)
     elif stage == "launch":
-        launch = _case(where, "launch", "failure", reasons[0], "\n".join(reasons), "launch")
+        launch = case(where, "launch", "failure", reasons[0], "\n".join(reasons), "launch")
     elif facts["not_launched"]:
-        launch = _case(where, "launch", "skipped", facts["not_launched"])
+        launch = case(where, "launch", "skipped", facts["not_launched"])
     elif row.get("state") == "not_started":
-        launch = _case(where, "launch", "skipped", "not started on this node")
+        launch = case(where, "launch", "skipped", "not started on this node")
     else:
-        launch = _case(where, "launch")
+        launch = case(where, "launch")
     return [health, launch]
 
 
@@ -235,9 +235,9 @@ def _run_case(facts: Mapping[str, Any], row: Mapping[str, Any], run: Mapping[str
     if not skipped and state == "not_started":
         skipped = "not started on this node"
     if skipped:
-        return _case(where, "run", "skipped", skipped)
+        return case(where, "run", "skipped", skipped)
     if state == "ok":
-        return _case(where, "run")
+        return case(where, "run")
     first = facts["first"]
     if first is None or first == name:
         message = _node_reason(run, row)
@@ -247,7 +247,7 @@ def _run_case(facts: Mapping[str, Any], row: Mapping[str, Any], run: Mapping[str
         message = f"stopped after node {first} failed: {facts['first_reason']}"
     else:
         message = f"stopped after node {first}: {facts['first_reason']}"
-    return _case(where, "run", "failure", message, _node_detail(run, row), state)
+    return case(where, "run", "failure", message, _node_detail(run, row), state)
 
 
 def _collect_case(facts: Mapping[str, Any], row: Mapping[str, Any], where: str) -> dict:
@@ -255,19 +255,19 @@ def _collect_case(facts: Mapping[str, Any], row: Mapping[str, Any], where: str) 
     name = str(row.get("name"))
     skipped = _excluded_why(facts, name) or facts["not_launched"]
     if skipped:
-        return _case(where, "collect", "skipped", skipped)
+        return case(where, "collect", "skipped", skipped)
     error = facts["collection_error"]
     if error.startswith(f"{name}: "):
-        return _case(where, "collect", "failure", f"collection stopped: {error}", error)
+        return case(where, "collect", "failure", f"collection stopped: {error}", error)
     combined = _dict(facts["combined"])
     if facts["combined"] is None:
         why = f"collection stopped on another node: {error}" if error else "no traces were collected for this run"
-        return _case(where, "collect", "skipped", why)
+        return case(where, "collect", "skipped", why)
     if name in [str(n) for n in _list(combined.get("nodes_not_collected"))]:
         missing = _list(combined.get("missing_ranks"))
         detail = f"missing ranks of the run: {', '.join(str(r) for r in missing)}" if missing else ""
-        return _case(where, "collect", "failure", "traces not collected from this node", detail)
-    return _case(where, "collect")
+        return case(where, "collect", "failure", "traces not collected from this node", detail)
+    return case(where, "collect")
 
 
 def _node_cases(run: Mapping[str, Any], facts: Mapping[str, Any]) -> list[dict]:
@@ -294,21 +294,21 @@ def _run_cases(run: Mapping[str, Any]) -> list[dict]:
         + ([f"diagnosis: {summary}"] if summary else [])
     )
     if status == "COMPLETED":
-        cases = [_case("aorta.run", "status")]
+        cases = [case("aorta.run", "status")]
     elif status == "STOPPED":
-        cases = [_case("aorta.run", "status", "skipped", f"stopped by the user: {message}".rstrip(": "))]
+        cases = [case("aorta.run", "status", "skipped", f"stopped by the user: {message}".rstrip(": "))]
     else:
         said = message if message.startswith(status) else f"{status}: {message}".rstrip(": ")
-        cases = [_case("aorta.run", "status", "failure", said, detail, status)]
+        cases = [case("aorta.run", "status", "failure", said, detail, status)]
     verdict = run.get("verdict")
     if isinstance(verdict, Mapping):
         reasons = [str(r) for r in _list(verdict.get("reasons"))]
         said = str(verdict.get("verdict"))
         if said == "PASS":
-            cases.append(_case("aorta.run", "verdict"))
+            cases.append(case("aorta.run", "verdict"))
         else:
             text = f"{said}: {'; '.join(reasons)}" if reasons else said
-            cases.append(_case("aorta.run", "verdict", "failure", text, "\n".join(reasons), said))
+            cases.append(case("aorta.run", "verdict", "failure", text, "\n".join(reasons), said))
     return cases
 
 
@@ -325,22 +325,22 @@ def _no_report_why(run: Mapping[str, Any], facts: Mapping[str, Any]) -> str:
 def _threshold_cases(report: Mapping[str, Any] | None, no_report: str) -> list[dict]:
     where = "aorta.thresholds"
     if report is None:
-        return [_case(where, "thresholds", "skipped", no_report)]
+        return [case(where, "thresholds", "skipped", no_report)]
     if report.get("no_trace"):  # as the verdict says: nothing measured, nothing judged
-        return [_case(where, "thresholds", "skipped", f"thresholds not judged: {report['no_trace']}")]
+        return [case(where, "thresholds", "skipped", f"thresholds not judged: {report['no_trace']}")]
     checks = [_dict(c) for c in _list(_dict(report.get("validation")).get("checks"))]
     if not checks:
-        return [_case(where, "thresholds", "skipped", "no threshold set (aorta_expected_results)")]
+        return [case(where, "thresholds", "skipped", "no threshold set (aorta_expected_results)")]
     cases = []
     for check in checks:
         name, reason = str(check.get("name")), str(check.get("reason") or "")
         if check.get("skipped"):
-            cases.append(_case(where, name, "skipped", reason or "not judged"))
+            cases.append(case(where, name, "skipped", reason or "not judged"))
         elif check.get("passed"):
-            cases.append(_case(where, name))
+            cases.append(case(where, name))
         else:
             detail = f"measured {check.get('value')}, threshold {check.get('threshold')}"
-            cases.append(_case(where, name, "failure", reason or f"{name}: not met", detail, "threshold"))
+            cases.append(case(where, name, "failure", reason or f"{name}: not met", detail, "threshold"))
     return cases
 
 
@@ -366,10 +366,10 @@ def _finding_case(kind: str, texts: list[str], ignored: Collection[str], unteste
     where, name = "aorta.findings", KINDS[kind]
     listed = _listed(_COUNTED.get(kind, name), texts)
     if texts and kind in ignored:
-        return _case(where, name, "skipped", f"ignored (aorta_verdict_ignores): {listed}")
+        return case(where, name, "skipped", f"ignored (aorta_verdict_ignores): {listed}")
     if texts:
-        return _case(where, name, "failure", listed, "\n".join(texts), "finding")
-    return _case(where, name, "skipped", untested) if untested else _case(where, name)
+        return case(where, name, "failure", listed, "\n".join(texts), "finding")
+    return case(where, name, "skipped", untested) if untested else case(where, name)
 
 
 def _slow_link_untested(run: Mapping[str, Any]) -> str:
@@ -439,7 +439,7 @@ def _suite_attributes(run: Mapping[str, Any], cases: Sequence[Mapping[str, Any]]
     return attributes
 
 
-def _document(run: Mapping[str, Any], cases: Sequence[Mapping[str, Any]]) -> str:
+def document_xml(run: Mapping[str, Any], cases: Sequence[Mapping[str, Any]]) -> str:
     """The XML text: the declaration, then ``<testsuites>`` with the run's one ``<testsuite>``."""
     attributes = _suite_attributes(run, cases)
     # <testsuites> has no skipped count in the JUnit schemas (tests/fixtures/junit/junit-10.xsd).
@@ -477,4 +477,4 @@ def junit_xml(run: Mapping[str, Any], report: Mapping[str, Any] | None) -> str:
         *_threshold_cases(report, no_report),
         *_finding_cases(run, report, no_report),
     ]
-    return _document(run, cases)
+    return document_xml(run, cases)

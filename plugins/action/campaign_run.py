@@ -1,0 +1,244 @@
+# Copyright (c) aorta.cluster contributors
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""The controller side of aorta.cluster.campaign_run (documented in plugins/modules/campaign_run.py)."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import shutil
+import sys
+import zlib
+from typing import Any
+
+from ansible import context
+from ansible.errors import AnsibleError
+from ansible.utils.display import Display
+
+from ansible_collections.aorta.cluster.plugins.module_utils.node_runtime._files import write_text_atomic
+from ansible_collections.aorta.cluster.plugins.module_utils.node_runtime._words import plural
+from ansible_collections.aorta.cluster.plugins.plugin_utils.campaign import (
+    _children,
+    _document,
+    _figures,
+    _ladder,
+    _rungs,
+)
+from ansible_collections.aorta.cluster.plugins.plugin_utils.cluster._cluster_file import (
+    ClusterFileError,
+    healthy_cluster,
+)
+from ansible_collections.aorta.cluster.plugins.plugin_utils.config._settings import in_rank_order, read_json_object
+from ansible_collections.aorta.cluster.plugins.plugin_utils.launch._run_id import RunStartError, make_dirs, start
+from ansible_collections.aorta.cluster.plugins.plugin_utils.pages import _scaling_page
+from ansible_collections.aorta.cluster.plugins.plugin_utils.results import _junit
+from ansible_collections.aorta.cluster.plugins.plugin_utils.results._outcome import REPORT
+from ansible_collections.aorta.cluster.plugins.plugin_utils.steps._step import Step
+from ansible_collections.aorta.cluster.plugins.plugin_utils.watch import _console, _interrupt
+
+display = Display()
+
+PLACES = ("aorta_run_id", "aorta_results_dir", "aorta_results_root")
+SETTINGS = (
+    "aorta_scaling_sizes",
+    "aorta_scaling_seed",
+    "aorta_scaling_exclude",
+    "aorta_scaling_min_efficiency",
+    "aorta_scaling_parallel",
+)
+# Beside the cluster file, what ansible-playbook reads with it: each group's file gets the same.
+INVENTORY_DIRS = ("group_vars", "host_vars")
+
+
+def checked(values: dict[str, Any]) -> dict[str, Any]:
+    """The campaign's settings, each checked (ValueError naming the variable and its value)."""
+    sizes, seed = values.get("aorta_scaling_sizes"), values.get("aorta_scaling_seed")
+    if sizes in ("", None, []):
+        sizes = None
+    elif not isinstance(sizes, list):
+        raise ValueError(f"aorta_scaling_sizes: {sizes!r} is not a list of group sizes, e.g. [1, 2, 4]")
+    if seed in ("", None):
+        seed = None
+    elif isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+        raise ValueError(f"aorta_scaling_seed: {seed!r} is not a whole number >= 0")
+    bound = values.get("aorta_scaling_min_efficiency")
+    if bound in ("", None):
+        bound = None
+    elif isinstance(bound, bool) or not isinstance(bound, (int, float)) or not 0 < bound <= 1:
+        raise ValueError(f"aorta_scaling_min_efficiency: {bound!r} is not a fraction in (0, 1]")
+    parallel = values.get("aorta_scaling_parallel", 16)
+    if isinstance(parallel, bool) or not isinstance(parallel, int) or parallel < 1:
+        raise ValueError(f"aorta_scaling_parallel: {parallel!r} is not a whole number >= 1")
+    exclude = values.get("aorta_scaling_exclude", True)
+    if not isinstance(exclude, bool):
+        raise ValueError(f"aorta_scaling_exclude: {exclude!r} is not true or false")
+    return {
+        "aorta_scaling_sizes": sizes,
+        "aorta_scaling_seed": seed,
+        "aorta_scaling_exclude": exclude,
+        "aorta_scaling_min_efficiency": bound,
+        "aorta_scaling_parallel": parallel,
+    }
+
+
+def group_inventory(source: str, nodes: list[str], group: list[str], path: str) -> str:
+    """The group's own cluster file (the campaign's less every other node, mode 0600: it may hold the
+    SSH password), beside the group_vars and host_vars the campaign's file has."""
+    keep = set(group)
+    write_text_atomic(path, healthy_cluster(source, [n for n in nodes if n not in keep]), 0o600)
+    here = os.path.dirname(path)
+    for name in INVENTORY_DIRS:
+        found, link = os.path.join(os.path.dirname(os.path.abspath(source)), name), os.path.join(here, name)
+        if os.path.isdir(found) and not os.path.lexists(link):
+            os.symlink(found, link)
+    return path
+
+
+def group_result(where: str, nodes: list[str], code: int | None, log: str, campaign_dir: str) -> dict[str, Any]:
+    """What a group's run left (_figures.group_run), or, where it wrote no run.json, a FAILED group
+    that says where its console went."""
+    record = read_json_object(os.path.join(where, "run.json"))
+    if record is None:
+        said = "never started (the campaign was stopped)" if code is None else f"exited {code} with no run.json"
+        record = {
+            "status": "STOPPED" if code is None else "FAILED",
+            "nodes": [{"name": node, "rank": rank} for rank, node in enumerate(nodes)],
+            "message": f"its ansible-playbook {said}; see {log}",
+        }
+    return _figures.group_run(
+        record, read_json_object(os.path.join(where, REPORT)), os.path.relpath(where, campaign_dir)
+    )
+
+
+def stop_requested() -> bool:
+    """The campaign's first Ctrl-C or SIGTERM (plugin_utils/watch/_interrupt), read at each poll."""
+    return _interrupt.requested() is not None
+
+
+class ActionModule(Step):
+    _requires_connection = False
+    _VALID_ARGS: frozenset[str] = frozenset()
+
+    def _inputs(self, task_vars: dict[str, Any]) -> dict[str, Any]:
+        """Everything the campaign needs before it runs a group, each checked (ValueError, AnsibleError,
+        RunStartError or LadderError naming the variable): settings, id and directory, the nodes in
+        rank order, their cluster file, the options each group repeats and the ansible-playbook to run."""
+        values = {name: self._variable(task_vars, name) for name in (*PLACES, *SETTINGS) if name in task_vars}
+        settings = checked(values)
+        now = dt.datetime.now(dt.timezone.utc)
+        places = start({name: values.get(name) or "" for name in PLACES}, now, os.getcwd())
+        hostvars = task_vars.get("hostvars") or {}
+        listed = [str(n) for n in (task_vars.get("groups") or {}).get("aorta_nodes") or []]
+        nodes = in_rank_order(self._templar.template, hostvars, listed)
+        if not nodes:
+            raise ValueError("aorta_nodes: the inventory has no node to run the campaign on")
+        source = str(self._templar.template(hostvars.get(nodes[0], {}).get("aorta_cluster_file") or ""))
+        if not source:
+            raise ValueError(
+                "aorta_cluster_file: the scaling campaign gives each group a cluster file of its own, so its "
+                "nodes must come from a CVS cluster file (-i cluster.json: the inventory plugin "
+                "aorta.cluster.cluster_json)"
+            )
+        campaign_id = places["aorta_run_id_resolved"]
+        if settings["aorta_scaling_seed"] is None:
+            settings["aorta_scaling_seed"] = zlib.crc32(campaign_id.encode()) % 100000
+        return {
+            "settings": settings,
+            "id": campaign_id,
+            "dir": places["aorta_results_dir_resolved"],
+            "nodes": nodes,
+            "source": source,
+            "options": _children.repeated_options(context.CLIARGS),
+            # Nodes read from -e aorta_cluster_file (AWX's survey): each group's run is given its own file
+            # the same way (an inventory holding nodes beside that variable is refused by inventory_guard).
+            "by_variable": bool(self._variable(task_vars, "aorta_cluster_file")),
+            "playbook": _children.executable(sys.argv[0], shutil.which),
+        }
+
+    def run(self, tmp: Any = None, task_vars: dict[str, Any] | None = None) -> dict[str, Any]:
+        result = super().run(tmp, task_vars)
+        try:
+            plan = self._inputs(task_vars or {})
+        except (ValueError, AnsibleError, RunStartError, _ladder.LadderError) as exc:
+            result.update(failed=True, msg=str(exc))
+            return result
+        campaign_id, where, nodes, settings = plan["id"], plan["dir"], plan["nodes"], plan["settings"]
+        if os.path.exists(os.path.join(where, "campaign.json")):
+            said = f"aorta_run_id: campaign {campaign_id} is recorded in {where} already; leave aorta_run_id out"
+            result.update(failed=True, msg=said)
+            return result
+        result.update(campaign_id=campaign_id, results_dir=where)
+        if self._task.check_mode:
+            # Each rung after the first depends on what the rung before named: only the ladder is known.
+            sizes = _ladder.sizes(len(nodes), settings["aorta_scaling_sizes"])
+            result.update(changed=False, sizes=sizes)
+            result["msg"] = f"--check: campaign {campaign_id} would run rungs {sizes} on {len(nodes)} nodes"
+            return result
+        say = _console.printer(where, display.display)
+        make_dirs(where)
+        _interrupt.note_run(campaign_id, len(nodes))
+        say(
+            f"scaling campaign {campaign_id} on {len(nodes)} nodes (seed {settings['aorta_scaling_seed']}); "
+            f"results in {where}"
+        )
+        try:
+            document = _rungs.campaign(campaign_id, nodes, settings, self._runner(plan, say), stop_requested, say)
+        except (_ladder.LadderError, ClusterFileError, OSError) as exc:
+            result.update(failed=True, msg=f"campaign {campaign_id}: {exc}")
+            return result
+        paths = self.write(where, document)
+        verdict = document["verdict"]
+        line = f"campaign {campaign_id}: {'STOPPED, ' if document.get('stopped') else ''}{verdict['verdict']}"
+        line += f": {'; '.join(verdict['reasons'])}" if verdict["reasons"] else ""
+        say(line[:600])
+        say(f"campaign record: {paths['campaign']}; page: {paths['page']}")
+        result.update(changed=True, verdict=verdict, paths=paths)
+        if verdict["verdict"] != "PASS" or document.get("stopped"):
+            result.update(failed=True, msg=line[:600])
+        return result
+
+    @staticmethod
+    def _runner(plan: dict[str, Any], say: Any) -> Any:
+        """run_groups for _rungs.campaign: each group's cluster file, argv and console log, then every
+        group of the rung through _children.run_all, then what each left."""
+        where, parallel = plan["dir"], plan["settings"]["aorta_scaling_parallel"]
+
+        def run_groups(index: int, size: int, groups: list[list[str]]) -> list[dict[str, Any]]:
+            rung_dir = os.path.join(where, f"k{size}")
+            os.makedirs(rung_dir, exist_ok=True)
+            jobs, dirs = [], []
+            for number, group in enumerate(groups):
+                base = os.path.join(rung_dir, f"g{number}")
+                inventory = group_inventory(plan["source"], plan["nodes"], group, base + ".cluster.json")
+                run_id = f"{plan['id']}-k{size}-g{number}"
+                argv = _children.child_argv(
+                    plan["playbook"], inventory, plan["options"], run_id, base, plan["by_variable"]
+                )
+                jobs.append((argv, base + ".console.log"))
+                dirs.append(base)
+            say(f"rung {size}: {plural(len(groups), 'group')} of {size}, {min(len(groups), parallel)} at once")
+            codes, _stopped = _children.run_all(jobs, parallel, stop_requested)
+            return [group_result(d, g, c, j[1], where) for d, g, c, j in zip(dirs, groups, codes, jobs, strict=True)]
+
+        return run_groups
+
+    @staticmethod
+    def write(where: str, document: dict[str, Any]) -> dict[str, str]:
+        """campaign.json, junit.xml and scaling.html in the campaign's directory."""
+        paths = {name: os.path.join(where, name) for name in ("campaign.json", "junit.xml", "scaling.html")}
+        write_text_atomic(paths["campaign.json"], json.dumps(document, indent=2, default=str) + "\n", 0o644)
+        verdict = document["verdict"]
+        run = {
+            "run_id": document["campaign_id"],
+            "status": "STOPPED" if document.get("stopped") else "COMPLETED",
+            "verdict": verdict,
+        }
+        cases = [
+            _junit.case(c["classname"], c["name"], "failure" if c["failure"] else "", c["failure"])
+            for c in _document.cases(document)
+        ]
+        write_text_atomic(paths["junit.xml"], _junit.document_xml(run, cases), 0o644)
+        write_text_atomic(paths["scaling.html"], _scaling_page.render_html(document), 0o644)
+        return {"campaign": paths["campaign.json"], "junit": paths["junit.xml"], "page": paths["scaling.html"]}

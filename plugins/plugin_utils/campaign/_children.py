@@ -1,0 +1,141 @@
+# Copyright (c) aorta.cluster contributors
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""A rung's groups run at once, each an ordinary run: aorta_multinode.yml on the group's own
+cluster file, in an ansible-playbook of its own (controller side).
+
+Why a child ansible-playbook per group: a group is then exactly a run of today (its own head, port
+picked on it, run id, secret, supervisors, deadline, sweep, collection, run.json, report and
+junit.xml), with no second code path to keep in step. What it costs: one ansible-playbook process
+per group, so at rung 1 as many processes as nodes; ``aorta_scaling_parallel`` bounds how many run
+at once (the rest queue), and the controller polls each group's head through its own run. The
+campaign head that would let one controller poll one head per rung (issue 54, item 5) is not built.
+
+Each child runs in a session of its own, so a terminal's Ctrl-C reaches the campaign only; the
+campaign's first interrupt (its stop request, plugin_utils/watch/_interrupt) is handed to every
+child as one SIGINT, which each run takes as its own first Ctrl-C: it stops its nodes and records
+STOPPED. No further group starts.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import time
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+# The collection's own playbook: the child runs the same version of the collection as the campaign.
+PLAYBOOK = str(Path(__file__).resolve().parents[3] / "playbooks" / "aorta_multinode.yml")
+POLL_S = 0.5
+
+# The campaign's own command-line options a group's run repeats (ansible.context.CLIARGS key ->
+# option). The inventory is the group's own; a password prompt cannot be repeated (-k is refused).
+_REPEATED = (
+    ("forks", "--forks"),
+    ("remote_user", "--user"),
+    ("private_key_file", "--private-key"),
+    ("timeout", "--timeout"),
+    ("ssh_common_args", "--ssh-common-args"),
+    ("ssh_extra_args", "--ssh-extra-args"),
+    ("connection", "--connection"),
+)
+
+
+class ChildError(ValueError):
+    """A campaign that cannot start its groups' runs (the message says why and what to do)."""
+
+
+def repeated_options(cliargs: Mapping[str, Any]) -> list[str]:
+    """The options of the campaign's command line each group's run repeats: every -e in the order
+    given (so a later one still wins), verbosity, forks, user, key, SSH arguments, timeout."""
+    if cliargs.get("ask_pass") or cliargs.get("become_ask_pass"):
+        raise ChildError(
+            "the scaling campaign runs each group in an ansible-playbook of its own, which cannot ask for a "
+            "password again: give it in the cluster file or use an SSH key or agent instead of -k/-K"
+        )
+    options: list[str] = []
+    for extra in cliargs.get("extra_vars") or ():
+        options += ["-e", str(extra)]
+    verbosity = int(cliargs.get("verbosity") or 0)
+    if verbosity:
+        options.append("-" + "v" * verbosity)
+    for key, flag in _REPEATED:
+        value = cliargs.get(key)
+        if value not in (None, "", ()):
+            options += [flag, str(value)]
+    return options
+
+
+def child_argv(
+    executable: str, cluster_file: str, options: Sequence[str], run_id: str, results_dir: str, by_variable: bool
+) -> list[str]:
+    """One group's ansible-playbook: the collection's aorta_multinode.yml on the group's cluster
+    file, the campaign's options, then the group's run id, results directory and launch mode (last:
+    they win).
+    ``by_variable``: the campaign read its nodes from -e aorta_cluster_file (an AWX survey), so the
+    group's file is given the same way, over an inventory of localhost alone."""
+    # torchrun at every rung: ``auto`` would launch a group of one node with Aorta's own script, which
+    # takes no --override (aorta_training_overrides), so rung 1 would run another workload than the
+    # rungs above it and the efficiency curve would compare the two.
+    ours = {"aorta_run_id": run_id, "aorta_results_dir": results_dir, "aorta_master_launch_mode": "torchrun"}
+    if by_variable:
+        ours["aorta_cluster_file"] = cluster_file
+    inventory = "localhost," if by_variable else cluster_file
+    return [executable, PLAYBOOK, "-i", inventory, *options, "-e", json.dumps(ours)]
+
+
+def executable(argv0: str, which: Callable[[str], str | None]) -> str:
+    """The ansible-playbook beside the one running the campaign (the same installation), else the PATH's."""
+    beside = os.path.join(os.path.dirname(os.path.abspath(argv0)), "ansible-playbook")
+    if os.path.basename(argv0) == "ansible-playbook" and os.access(beside, os.X_OK):
+        return beside
+    found = which("ansible-playbook")
+    if not found:
+        raise ChildError("the scaling campaign needs ansible-playbook on the PATH to run each group")
+    return found
+
+
+def run_all(
+    jobs: Sequence[tuple[Sequence[str], str]],
+    parallel: int,
+    stop_requested: Callable[[], bool],
+    popen: Callable[..., Any] = subprocess.Popen,
+    sleep: Callable[[float], None] = time.sleep,
+    started: Callable[[int], None] | None = None,
+) -> tuple[list[int | None], bool]:
+    """Run ``jobs`` (argv, console log path), at most ``parallel`` at once, each in a session of
+    its own with its output in its log. Returns (each job's exit code, None for one never started,
+    and whether a stop was requested). Once a stop is requested, every running child gets one
+    SIGINT (its run's own Ctrl-C: it stops its nodes and records) and no further job starts; the
+    children are waited for, so no run is left unrecorded."""
+    codes: list[int | None] = [None] * len(jobs)
+    running: dict[int, Any] = {}
+    waiting = list(range(len(jobs)))
+    stopping = False
+    while waiting or running:
+        if not stopping and stop_requested():
+            stopping = True
+            waiting.clear()
+            for child in running.values():
+                child.send_signal(signal.SIGINT)
+        while waiting and len(running) < max(1, parallel):
+            index = waiting.pop(0)
+            argv, log = jobs[index]
+            with open(log, "ab") as out:
+                running[index] = popen(
+                    list(argv), stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True
+                )
+            if started:
+                started(index)
+        for index, child in list(running.items()):
+            code = child.poll()
+            if code is not None:
+                codes[index] = code
+                del running[index]
+        if running:
+            sleep(POLL_S)
+    return codes, stopping

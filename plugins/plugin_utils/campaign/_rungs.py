@@ -1,0 +1,85 @@
+# Copyright (c) aorta.cluster contributors
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""A scaling campaign from its first rung to its last (controller side): which rungs run, each
+rung's groups (_ladder), the groups' runs (``run_groups``, given: a child ansible-playbook per
+group in the action, scripted figures in the unit tests), the judgement (_localise), the figures
+(_figures) and campaign.json (_document).
+
+Pure but for ``run_groups``, as kubernetes.core's waiter is: the loop is tested in-process with
+scripted runs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from ansible_collections.aorta.cluster.plugins.module_utils.node_runtime._words import first_names, plural
+from ansible_collections.aorta.cluster.plugins.plugin_utils.campaign import _document, _figures, _ladder, _localise
+
+# run_groups(rung index, size, groups) -> each group's run (_figures.group_run), in the groups' order.
+RunGroups = Callable[[int, int, list[list[str]]], list[dict[str, Any]]]
+
+
+def campaign(
+    campaign_id: str,
+    nodes: Sequence[str],
+    settings: Mapping[str, Any],
+    run_groups: RunGroups,
+    stopped: Callable[[], bool] = lambda: False,
+    said: Callable[[str], Any] = lambda line: None,
+) -> dict[str, Any]:
+    """Run every rung and return campaign.json's document. ``settings``: aorta_scaling_sizes (None:
+    1, 2, 4, ... and every node left), aorta_scaling_seed, aorta_scaling_exclude,
+    aorta_scaling_min_efficiency. A rung is skipped when fewer nodes are left than its size or it
+    would repeat the rung before; after a stop request no further rung starts. ``said`` gets one
+    line per rung (bounded whatever the node count)."""
+    given = settings.get("aorta_scaling_sizes")
+    seed = int(settings.get("aorta_scaling_seed") or 0)
+    exclude = bool(settings.get("aorta_scaling_exclude", True))
+    sizes = _ladder.sizes(len(nodes), given)
+    judge = _localise.Campaign()
+    rungs: list[dict[str, Any]] = []
+    previous: list[list[str]] = []
+    previous_size: int | None = None
+    alone: float | None = None
+    for index, size in enumerate(sizes):
+        if stopped():
+            break
+        present = _localise.still_in(nodes, judge, exclude)
+        k = _ladder.rung_size(size, len(present), sizes[-1], stretch=given is None, previous=previous_size)
+        if k is None:
+            continue
+        made, left_out = _ladder.groups(present, k, previous, seed, index)
+        runs = run_groups(index, k, made)
+        judged = judge.judge(k, runs)
+        if k == 1:
+            alone = _figures.rung_figures(k, runs, None)["samples_per_second_per_node"]
+        figures = _figures.rung_figures(k, runs, alone, left_out)
+        entry = _document.rung_entry(judged, figures, runs)
+        entry["shared_pairs"] = _ladder.shared_pairs(previous, made) if previous else None
+        rungs.append(entry)
+        said(rung_line(entry, len(present)))
+        previous, previous_size = made, k
+    document = _document.document(campaign_id, nodes, seed, settings, rungs, judge)
+    document["stopped"] = stopped()
+    document["left"] = _localise.still_in(nodes, judge, exclude)
+    return document
+
+
+def rung_line(rung: Mapping[str, Any], present: int) -> str:
+    """The console's one line for a rung: its size, groups, completed, efficiency and what it named."""
+    named = [str(entry["node"]) for entry in rung.get("named") or ()]
+    groups = plural(rung["group_count"], "group")
+    parts = [
+        f"rung {rung['size']}: {rung['completed']} of {groups} completed on {present} nodes",
+        f"median iteration {rung.get('median_iteration_ms')} ms",
+    ]
+    if rung.get("efficiency") is not None:
+        parts.append(f"efficiency {rung['efficiency']}")
+    if rung.get("left_out"):
+        parts.append(f"{len(rung['left_out'])} sat out")
+    if named:
+        parts.append(f"named {first_names(named, _document.SHOWN)}")
+    return "; ".join(parts)

@@ -1,0 +1,121 @@
+# Copyright (c) aorta.cluster contributors
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""The scaling ladder on four stand-in nodes of its own, as a user runs it (ansible-playbook
+aorta.cluster.scaling -i cluster.json): a healthy campaign runs rungs 1, 2 and 4 and names nobody;
+with one node's compute 1.6x slower (standin.py slow), that node is named at rung 1 and the higher
+rungs run without it, the top rung on the other three. campaign.json, junit.xml, scaling.html and
+every group's own results (run.json, report) agree."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+from conftest import BIN, ENV, REPO, STRAGGLER_PROFILE, machine_share
+
+pytestmark = pytest.mark.standin
+
+STANDIN = REPO / "tests" / "standin" / "standin.py"
+# Each rank computes 50 ms a step (a sleep, as a GPU kernel leaves the host idle): a node 1.6x slower
+# is some 1.5x the median iteration, clear of the shared machine's noise (a few ms a step).
+PROFILE = STRAGGLER_PROFILE
+
+
+class Four:
+    """A stand-in cluster of four nodes: an instance of its own beside the worker's three."""
+
+    def __init__(self) -> None:
+        self.instance = (os.environ.get("PYTEST_XDIST_WORKER") or "") + "s"
+        self.env = dict(os.environ, AORTA_STANDIN_INSTANCE=self.instance)
+        self.out = REPO / "build" / f"standin-{self.instance}"
+
+    def standin(self, *args: str) -> None:
+        subprocess.run([sys.executable, str(STANDIN), *args], env=self.env, check=True, capture_output=True)
+
+    @property
+    def nodes(self) -> list[str]:
+        return list(json.loads((self.out / "cluster.json").read_text())["node_dict"])
+
+    def campaign(self, tmp_path: Path, **extra) -> tuple[subprocess.CompletedProcess, dict, Path]:
+        where = tmp_path / "campaign"
+        given = {"aorta_results_dir": str(where), "aorta_training_overrides": PROFILE, **extra}
+        argv = [str(BIN / "ansible-playbook"), "aorta.cluster.scaling", "-i", str(self.out / "cluster.json")]
+        argv += ["-e", f"@{self.out / 'vars.yml'}", "-e", json.dumps(given)]
+        proc = subprocess.run(argv, cwd=REPO, env=ENV, capture_output=True, text=True, timeout=900, check=False)
+        (tmp_path / "campaign.ansible.log").write_text(proc.stdout + "\n--- stderr ---\n" + proc.stderr)
+        found = where / "campaign.json"
+        assert found.exists(), proc.stdout[-4000:]
+        return proc, json.loads(found.read_text()), where
+
+
+@pytest.fixture(scope="module")
+def four():
+    cluster = Four()
+    with machine_share(whole=False):
+        cluster.standin("up", "--nodes", "4")
+    yield cluster
+    with machine_share(whole=False):
+        cluster.standin("down")
+
+
+def agree(document: dict, where: Path) -> None:
+    """Every group's own results say what campaign.json says of it; junit.xml has a case per rung
+    and per named node; scaling.html links every group's report."""
+    page = (where / "scaling.html").read_text()
+    for rung in document["rungs"]:
+        for group in rung["groups"]:
+            record = json.loads((where / group["dir"] / "run.json").read_text())
+            assert record["run_id"] == group["run_id"] and record["status"] == group["status"]
+            assert [n["name"] for n in sorted(record["nodes"], key=lambda n: n["rank"])] == group["nodes"]
+            report = json.loads((where / group["dir"] / "aorta_benchmark_report.json").read_text())
+            assert round(report["performance"]["avg_step_time_ms"], 3) == round(group["iteration_ms"], 3)
+            assert f'href="{group["dir"]}/report.html"' in page
+    suite = ET.parse(where / "junit.xml").getroot().find("testsuite")
+    cases = {case.get("name"): case.find("failure") for case in suite.iter("testcase")}
+    expected = [
+        f"rung {r['size']}: {len(r['groups'])} group{'s' if len(r['groups']) > 1 else ''}" for r in document["rungs"]
+    ]
+    expected += [f"node {entry['node']}" for entry in document["named"]]
+    assert sorted(cases) == sorted(expected)
+    failed = sorted(name for name, failure in cases.items() if failure is not None)
+    assert failed == sorted(f"node {entry['node']}" for entry in document["named"])
+
+
+def test_a_healthy_campaign_runs_rungs_1_2_and_4_and_names_nobody(four, tmp_path):
+    proc, document, where = four.campaign(tmp_path)
+    assert proc.returncode == 0, proc.stdout[-4000:]
+    assert document["verdict"] == {"verdict": "PASS", "reasons": []}, document["rungs"]
+    assert [r["size"] for r in document["rungs"]] == [1, 2, 4]
+    assert [r["completed"] for r in document["rungs"]] == [4, 2, 1]
+    assert document["named"] == [] and document["left"] == four.nodes
+    # Two nodes that shared a pair share no... the top rung holds all four: both pairs meet again there.
+    assert document["rungs"][1]["shared_pairs"] == 0 and document["rungs"][0]["efficiency"] == 1.0
+    agree(document, where)
+    # One line per rung on the console, whatever the node count.
+    assert proc.stdout.count("groups completed on 4 nodes") + proc.stdout.count("group completed on 4") == 3
+
+
+def test_a_slow_node_is_named_at_rung_1_and_the_higher_rungs_run_without_it(four, tmp_path):
+    slow = four.nodes[2]
+    four.standin("slow", "--node", "2", "--factor", "1.6")
+    try:
+        proc, document, where = four.campaign(tmp_path)
+    finally:
+        four.standin("slow", "--node", "2", "--factor", "1")
+    assert proc.returncode != 0
+    assert [(e["node"], e["rung"], e["kind"]) for e in document["named"]] == [(slow, 1, "slow_node")], document
+    assert document["verdict"]["reasons"] == [f"named 1 node: {slow}"]
+    # Rung 2 on the three left: one pair, one node sits out; the top rung on the three.
+    assert [r["size"] for r in document["rungs"]] == [1, 2, 3]
+    assert len(document["rungs"][1]["left_out"]) == 1
+    later = [n for rung in document["rungs"][1:] for g in rung["groups"] for n in g["nodes"]]
+    assert slow not in later and sorted(document["rungs"][2]["groups"][0]["nodes"]) == sorted(document["left"])
+    assert document["left"] == [n for n in four.nodes if n != slow]
+    agree(document, where)
+    assert f"campaign {document['campaign_id']}: FAIL: named 1 node: {slow}" in proc.stdout

@@ -1,0 +1,98 @@
+# Copyright (c) aorta.cluster contributors
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""campaign_run's own parts: its settings checked (one line naming the variable), each group's
+cluster file (the campaign's less the other nodes, 0600, beside the same group_vars), what a group
+that left no run.json counts as, and the task in a play (refusals; --check runs nothing)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+from ansible_collections.aorta.cluster.plugins.action import campaign_run
+
+FILLED = Path(__file__).resolve().parents[3] / "fixtures" / "cluster_files" / "filled" / "cluster.json"
+
+
+def test_the_defaults_are_checked_into_their_values():
+    assert campaign_run.checked({"aorta_scaling_sizes": [], "aorta_scaling_seed": ""}) == {
+        "aorta_scaling_sizes": None,
+        "aorta_scaling_seed": None,
+        "aorta_scaling_exclude": True,
+        "aorta_scaling_min_efficiency": None,
+        "aorta_scaling_parallel": 16,
+    }
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "said"),
+    [
+        ("aorta_scaling_sizes", "1,2", "is not a list of group sizes"),
+        ("aorta_scaling_seed", -1, "is not a whole number >= 0"),
+        ("aorta_scaling_seed", True, "is not a whole number >= 0"),
+        ("aorta_scaling_min_efficiency", 1.5, "is not a fraction in (0, 1]"),
+        ("aorta_scaling_parallel", 0, "is not a whole number >= 1"),
+        ("aorta_scaling_exclude", "yes", "is not true or false"),
+    ],
+)
+def test_a_bad_setting_is_one_line_naming_it(name, value, said):
+    with pytest.raises(ValueError) as found:
+        campaign_run.checked({name: value})
+    assert str(found.value).startswith(f"{name}: {value!r} ") and said in str(found.value)
+
+
+def test_a_groups_cluster_file_holds_its_nodes_only(tmp_path):
+    source_dir = tmp_path / "site"
+    (source_dir / "group_vars").mkdir(parents=True)
+    source = source_dir / "cluster.json"
+    shutil.copy(FILLED, source)
+    nodes = list(json.loads(source.read_text())["node_dict"])
+    rung = tmp_path / "k2"
+    rung.mkdir()
+    path = campaign_run.group_inventory(str(source), nodes, [nodes[2], nodes[0]], str(rung / "g0.cluster.json"))
+    written = json.loads(Path(path).read_text())
+    assert list(written["node_dict"]) == [nodes[0], nodes[2]]  # the file's order: ranks follow it
+    assert os.stat(path).st_mode & 0o777 == 0o600  # it may hold the SSH password
+    assert os.readlink(rung / "group_vars") == str(source_dir / "group_vars")
+    assert not (rung / "host_vars").exists()  # the campaign's file has none
+
+
+def test_a_group_with_no_run_json_is_failed_and_says_where_its_console_is(tmp_path):
+    found = campaign_run.group_result(str(tmp_path / "k2" / "g1"), ["a", "b"], 2, "/c/k2/g1.console.log", str(tmp_path))
+    assert found["status"] == "FAILED" and found["nodes"] == ["a", "b"] and found["dir"] == "k2/g1"
+    never = campaign_run.group_result(str(tmp_path / "g"), ["a"], None, "/c/g.log", str(tmp_path))
+    assert never["status"] == "STOPPED"
+
+
+def test_a_groups_run_json_and_report_are_read(tmp_path):
+    where = tmp_path / "k1" / "g0"
+    where.mkdir(parents=True)
+    record = {"run_id": "c-k1-g0", "status": "COMPLETED", "nodes": [{"name": "a", "rank": 0}]}
+    (where / "run.json").write_text(json.dumps(record))
+    report = {"run": {"samples_per_second": 10.0}, "performance": {"avg_step_time_ms": 12.5}}
+    (where / "aorta_benchmark_report.json").write_text(json.dumps(report))
+    found = campaign_run.group_result(str(where), ["a"], 0, "log", str(tmp_path))
+    assert (found["status"], found["iteration_ms"], found["samples_per_second"], found["run_id"]) == (
+        "COMPLETED",
+        12.5,
+        10.0,
+        "c-k1-g0",
+    )
+
+
+def test_a_campaign_without_a_cluster_file_is_refused(play, tmp_path):
+    _rc, out = play({"aorta.cluster.campaign_run": {}}, {"aorta_results_root": str(tmp_path)})
+    assert out["failed"] and out["msg"] == "aorta_nodes: the inventory has no node to run the campaign on"
+
+
+def test_a_bad_setting_is_refused_before_anything_runs(play, tmp_path):
+    _rc, out = play(
+        {"aorta.cluster.campaign_run": {}}, {"aorta_scaling_parallel": 0, "aorta_results_root": str(tmp_path)}
+    )
+    assert out["failed"] and out["msg"] == "aorta_scaling_parallel: 0 is not a whole number >= 1"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out.json", "play.yml"]  # no campaign directory

@@ -1,0 +1,127 @@
+# Copyright (c) aorta.cluster contributors
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""The campaign from its first rung to its last, with scripted group runs (as kubernetes.core tests
+its waiter): which rungs run on which nodes, a named node leaving before the next rung, a stop
+request, and the one console line per rung."""
+
+from __future__ import annotations
+
+import pytest
+
+from ansible_collections.aorta.cluster.plugins.plugin_utils.campaign import _ladder, _rungs
+
+BASE_MS = 100.0
+
+
+def scripted(slow=(), failing=(), calls=None):
+    """run_groups whose group iterates at BASE_MS x its slowest member's factor (``slow``:
+    {node: factor}); a group holding a node of ``failing`` ends FAILED naming it."""
+    factors = dict(slow)
+
+    def run_groups(index, size, groups):
+        if calls is not None:
+            calls.append((index, size, [list(g) for g in groups]))
+        runs = []
+        for number, group in enumerate(groups):
+            bad = [node for node in group if node in failing]
+            ms = BASE_MS * max(factors.get(node, 1.0) for node in group)
+            runs.append(
+                {
+                    "nodes": list(group),
+                    "run_id": f"c-k{size}-g{number}",
+                    "dir": f"k{size}/g{number}",
+                    "status": "FAILED" if bad else "COMPLETED",
+                    "iteration_ms": None if bad else ms,
+                    "samples_per_second": None if bad else 1000.0 * len(group) * BASE_MS / ms,
+                    "named": [{"node": n, "kind": "failed", "why": "its run failed"} for n in bad],
+                    "links": {},
+                }
+            )
+        return runs
+
+    return run_groups
+
+
+NODES = [f"n{i}" for i in range(8)]
+
+
+def test_a_healthy_campaign_runs_every_rung_on_every_node_and_names_nobody():
+    calls, lines = [], []
+    document = _rungs.campaign("c", NODES, {"aorta_scaling_seed": 3}, scripted(calls=calls), said=lines.append)
+    assert [size for _i, size, _g in calls] == [1, 2, 4, 8]
+    for _index, size, groups in calls:
+        assert sorted(n for g in groups for n in g) == NODES and all(len(g) == size for g in groups)
+    # Two nodes that shared a group share none at the next rung (groups of one size throughout).
+    assert [r["shared_pairs"] for r in document["rungs"]] == [
+        None,
+        0,
+        0,
+        2 * 6,
+    ]  # the top rung holds all: both fours' pairs
+    assert document["verdict"] == {"verdict": "PASS", "reasons": []}
+    assert document["named"] == [] and document["left"] == NODES and document["stopped"] is False
+    assert [r["efficiency"] for r in document["rungs"]] == [1.0, 1.0, 1.0, 1.0]
+    assert document["seed"] == 3 and document["rungs"][0]["groups"][0]["dir"].startswith("k1/")
+    assert len(lines) == 4 and lines[0].startswith("rung 1: 8 of 8 groups completed on 8 nodes")
+
+
+def test_a_slow_node_is_named_at_rung_1_and_the_higher_rungs_run_without_it():
+    calls = []
+    document = _rungs.campaign("c", NODES, {"aorta_scaling_seed": 1}, scripted(slow={"n5": 1.6}, calls=calls))
+    assert [(e["node"], e["rung"], e["kind"]) for e in document["named"]] == [("n5", 1, "slow_node")]
+    assert "alone 1.6x the rung's median iteration" in document["named"][0]["evidence"]
+    later = [n for _i, _size, groups in calls[1:] for g in groups for n in g]
+    assert "n5" not in later
+    # 7 nodes left: pairs (one sits out), fours (three sit out), then the top rung on all seven.
+    assert [size for _i, size, _g in calls] == [1, 2, 4, 7]
+    assert document["rungs"][1]["left_out"] and len(document["rungs"][1]["left_out"]) == 1
+    assert document["left"] == [n for n in NODES if n != "n5"]
+    assert document["verdict"]["verdict"] == "FAIL" and document["verdict"]["reasons"] == ["named 1 node: n5"]
+
+
+def test_with_exclusion_off_every_rung_keeps_every_node():
+    calls = []
+    settings = {"aorta_scaling_exclude": False, "aorta_scaling_seed": 1}
+    document = _rungs.campaign("c", NODES, settings, scripted(slow={"n5": 1.6}, calls=calls))
+    assert [size for _i, size, _g in calls] == [1, 2, 4, 8]
+    assert [e["node"] for e in document["named"]] == ["n5"] and document["left"] == NODES
+
+
+def test_a_group_that_failed_fails_the_campaign_and_its_node_leaves():
+    calls = []
+    document = _rungs.campaign("c", NODES[:4], {"aorta_scaling_seed": 2}, scripted(failing={"n2"}, calls=calls))
+    assert [(e["node"], e["kind"]) for e in document["named"]] == [("n2", "failed")]
+    assert all("n2" not in g for _i, _s, groups in calls[1:] for g in groups)
+    reasons = document["verdict"]["reasons"]
+    assert reasons[0] == "named 1 node: n2" and reasons[1].startswith("1 group did not complete: k1: n2 FAILED")
+
+
+def test_the_sizes_given_run_as_given_with_no_efficiency_without_rung_1():
+    calls = []
+    settings = {"aorta_scaling_sizes": [4, 2], "aorta_scaling_seed": 0}
+    document = _rungs.campaign("c", NODES, settings, scripted(calls=calls))
+    assert [size for _i, size, _g in calls] == [2, 4]
+    assert [r["efficiency"] for r in document["rungs"]] == [None, None]
+    with pytest.raises(_ladder.LadderError, match="aorta_scaling_sizes: 9 is not a group size from 1 to 8"):
+        _rungs.campaign("c", NODES, {"aorta_scaling_sizes": [9]}, scripted())
+
+
+def test_after_a_stop_request_no_further_rung_starts():
+    calls = []
+    document = _rungs.campaign("c", NODES, {}, scripted(calls=calls), stopped=lambda: bool(calls))
+    assert len(calls) == 1 and len(document["rungs"]) == 1 and document["stopped"] is True
+
+
+def test_a_rung_line_stays_bounded_at_1000_named_nodes():
+    rung = {
+        "size": 1,
+        "completed": 1000,
+        "group_count": 1000,
+        "median_iteration_ms": 100.0,
+        "efficiency": 1.0,
+        "left_out": [],
+        "named": [{"node": f"node-{i:04d}.example"} for i in range(1000)],
+    }
+    line = _rungs.rung_line(rung, 1000)
+    assert len(line) < 300 and line.endswith("and 995 more") and "node-0000.example" in line
