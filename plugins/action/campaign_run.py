@@ -47,7 +47,10 @@ SETTINGS = (
     "aorta_scaling_exclude",
     "aorta_scaling_min_efficiency",
     "aorta_scaling_parallel",
+    "aorta_scaling_opening",
 )
+# A run id is at most 64 characters; a group's adds "-opening-g0" or "-k1000-g999" to the campaign's.
+ID_MAX = 48
 # Beside the cluster file, what ansible-playbook reads with it: each group's file gets the same.
 INVENTORY_DIRS = ("group_vars", "host_vars")
 
@@ -71,13 +74,14 @@ def checked(values: dict[str, Any]) -> dict[str, Any]:
     parallel = values.get("aorta_scaling_parallel", 16)
     if isinstance(parallel, bool) or not isinstance(parallel, int) or parallel < 1:
         raise ValueError(f"aorta_scaling_parallel: {parallel!r} is not a whole number >= 1")
-    exclude = values.get("aorta_scaling_exclude", True)
-    if not isinstance(exclude, bool):
-        raise ValueError(f"aorta_scaling_exclude: {exclude!r} is not true or false")
+    for name in ("aorta_scaling_exclude", "aorta_scaling_opening"):
+        if not isinstance(values.get(name, True), bool):
+            raise ValueError(f"{name}: {values[name]!r} is not true or false")
     return {
         "aorta_scaling_sizes": sizes,
         "aorta_scaling_seed": seed,
-        "aorta_scaling_exclude": exclude,
+        "aorta_scaling_exclude": values.get("aorta_scaling_exclude", True),
+        "aorta_scaling_opening": values.get("aorta_scaling_opening", True),
         "aorta_scaling_min_efficiency": bound,
         "aorta_scaling_parallel": parallel,
     }
@@ -142,6 +146,11 @@ class ActionModule(Step):
                 "aorta.cluster.cluster_json)"
             )
         campaign_id = places["aorta_run_id_resolved"]
+        if len(campaign_id) > ID_MAX:
+            raise ValueError(
+                f"aorta_run_id: {campaign_id!r} is {len(campaign_id)} characters; a campaign's id is at most {ID_MAX} "
+                "(each group's run id adds -k<size>-g<i> to it, and a run id is at most 64)"
+            )
         if settings["aorta_scaling_seed"] is None:
             settings["aorta_scaling_seed"] = zlib.crc32(campaign_id.encode()) % 100000
         return {
@@ -205,20 +214,21 @@ class ActionModule(Step):
         group of the rung through _children.run_all, then what each left."""
         where, parallel = plan["dir"], plan["settings"]["aorta_scaling_parallel"]
 
-        def run_groups(index: int, size: int, groups: list[list[str]]) -> list[dict[str, Any]]:
-            rung_dir = os.path.join(where, f"k{size}")
+        def run_groups(label: str, groups: list[list[str]]) -> list[dict[str, Any]]:
+            rung_dir = os.path.join(where, label)
             os.makedirs(rung_dir, exist_ok=True)
             jobs, dirs = [], []
             for number, group in enumerate(groups):
                 base = os.path.join(rung_dir, f"g{number}")
                 inventory = group_inventory(plan["source"], plan["nodes"], group, base + ".cluster.json")
-                run_id = f"{plan['id']}-k{size}-g{number}"
+                run_id = f"{plan['id']}-{label}-g{number}"
                 argv = _children.child_argv(
                     plan["playbook"], inventory, plan["options"], run_id, base, plan["by_variable"]
                 )
                 jobs.append((argv, base + ".console.log"))
                 dirs.append(base)
-            say(f"rung {size}: {plural(len(groups), 'group')} of {size}, {min(len(groups), parallel)} at once")
+            size = len(groups[0]) if groups else 0
+            say(f"{label}: {plural(len(groups), 'group')} of {size}, {min(len(groups), parallel)} at once")
             codes, _stopped = _children.run_all(jobs, parallel, stop_requested)
             return [group_result(d, g, c, j[1], where) for d, g, c, j in zip(dirs, groups, codes, jobs, strict=True)]
 

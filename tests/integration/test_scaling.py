@@ -2,10 +2,12 @@
 # GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
 """The scaling ladder on four stand-in nodes of its own, as a user runs it (ansible-playbook
-aorta.cluster.scaling -i cluster.json): a healthy campaign runs rungs 1, 2 and 4 and names nobody;
-with one node's compute 1.6x slower (standin.py slow), that node is named at rung 1 and the higher
-rungs run without it, the top rung on the other three. campaign.json, junit.xml, scaling.html and
-every group's own results (run.json, report) agree."""
+aorta.cluster.scaling -i cluster.json): a healthy campaign runs the opening run of every node, then
+rungs 1, 2 and 4, and names nobody; with one node's compute 1.6x slower (standin.py slow), that node
+is named at rung 1 and the higher rungs run without it, the top rung on the other three; with one
+node's link throttled (standin.py throttle), the opening run's sweep names it, before rung 2, and
+every rung runs without it. campaign.json, junit.xml, scaling.html and every group's own results
+(run.json, report) agree."""
 
 from __future__ import annotations
 
@@ -19,7 +21,8 @@ from pathlib import Path
 import pytest
 from conftest import BIN, ENV, REPO, STRAGGLER_PROFILE, machine_share
 
-pytestmark = pytest.mark.standin
+# One worker starts the four nodes once for the three campaigns.
+pytestmark = [pytest.mark.standin, pytest.mark.xdist_group("scaling")]
 
 STANDIN = REPO / "tests" / "standin" / "standin.py"
 # Each rank computes 50 ms a step (a sleep, as a GPU kernel leaves the host idle): a node 1.6x slower
@@ -68,6 +71,15 @@ def agree(document: dict, where: Path) -> None:
     """Every group's own results say what campaign.json says of it; junit.xml has a case per rung
     and per named node; scaling.html links every group's report."""
     page = (where / "scaling.html").read_text()
+    opening = document["opening"]
+    if opening:
+        record = json.loads((where / opening["dir"] / "run.json").read_text())
+        assert (record["run_id"], record["status"], len(record["nodes"])) == (
+            opening["run_id"],
+            opening["status"],
+            opening["nodes"],
+        )
+        assert f'href="{opening["dir"]}/report.html"' in page
     for rung in document["rungs"]:
         for group in rung["groups"]:
             record = json.loads((where / group["dir"] / "run.json").read_text())
@@ -82,6 +94,7 @@ def agree(document: dict, where: Path) -> None:
         f"rung {r['size']}: {len(r['groups'])} group{'s' if len(r['groups']) > 1 else ''}" for r in document["rungs"]
     ]
     expected += [f"node {entry['node']}" for entry in document["named"]]
+    expected += [f"opening: {opening['nodes']} nodes"] if opening else []
     assert sorted(cases) == sorted(expected)
     failed = sorted(name for name, failure in cases.items() if failure is not None)
     assert failed == sorted(f"node {entry['node']}" for entry in document["named"])
@@ -94,18 +107,21 @@ def test_a_healthy_campaign_runs_rungs_1_2_and_4_and_names_nobody(four, tmp_path
     assert [r["size"] for r in document["rungs"]] == [1, 2, 4]
     assert [r["completed"] for r in document["rungs"]] == [4, 2, 1]
     assert document["named"] == [] and document["left"] == four.nodes
-    # Two nodes that shared a pair share no... the top rung holds all four: both pairs meet again there.
+    assert document["opening"]["status"] == "COMPLETED" and document["opening"]["left_to_rung_1"] == []
+    # The pairs share no node of rung 1's groups (each was alone); efficiency is against rung 1.
     assert document["rungs"][1]["shared_pairs"] == 0 and document["rungs"][0]["efficiency"] == 1.0
     agree(document, where)
     # One line per rung on the console, whatever the node count.
     assert proc.stdout.count("groups completed on 4 nodes") + proc.stdout.count("group completed on 4") == 3
+    assert "opening run of every node (4): COMPLETED; named nobody" in proc.stdout
 
 
 def test_a_slow_node_is_named_at_rung_1_and_the_higher_rungs_run_without_it(four, tmp_path):
     slow = four.nodes[2]
     four.standin("slow", "--node", "2", "--factor", "1.6")
     try:
-        proc, document, where = four.campaign(tmp_path)
+        # No opening run: it would leave the node's compute to rung 1 (unit-tested), at a run's cost.
+        proc, document, where = four.campaign(tmp_path, aorta_scaling_opening=False)
     finally:
         four.standin("slow", "--node", "2", "--factor", "1")
     assert proc.returncode != 0
@@ -119,3 +135,25 @@ def test_a_slow_node_is_named_at_rung_1_and_the_higher_rungs_run_without_it(four
     assert document["left"] == [n for n in four.nodes if n != slow]
     agree(document, where)
     assert f"campaign {document['campaign_id']}: FAIL: named 1 node: {slow}" in proc.stdout
+
+
+def test_a_throttled_link_is_named_by_the_opening_run_and_no_rung_runs_it(four, tmp_path):
+    """A pair's sweep reads one stream at both ends and cannot say which is slow; the opening run's
+    sweep of all four nodes (three rounds, distinct partners) puts it on the node."""
+    slow = four.nodes[1]
+    four.standin("throttle", "--node", "1", "--rate", "1gbit")
+    try:
+        # The opening and rung 2, the rung a pair's sweep would have left unresolved.
+        proc, document, where = four.campaign(tmp_path, aorta_scaling_sizes=[2])
+    finally:
+        four.standin("throttle", "--node", "1", "--rate", "")
+    assert proc.returncode != 0
+    assert [(e["node"], e["rung"], e["kind"]) for e in document["named"]] == [(slow, 0, "slow_link")], document
+    # send, or both (the throttled egress delays the ACKs of what the node receives too): seen each way.
+    evidence = document["named"][0]["evidence"]
+    assert evidence.startswith("the opening run of every node: fabric sweep: ") and "x its run's median" in evidence
+    sweep = json.loads((where / document["opening"]["dir"] / "run.json").read_text())["fabric_sweep"]
+    assert [item["node"] for item in sweep["slow"]] == [slow]
+    assert [r["size"] for r in document["rungs"]] == [2] and len(document["rungs"][0]["left_out"]) == 1
+    assert all(slow not in g["nodes"] for rung in document["rungs"] for g in rung["groups"])
+    agree(document, where)

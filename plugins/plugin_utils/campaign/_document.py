@@ -97,9 +97,14 @@ def document(
 
 
 def cases(campaign: Mapping[str, Any]) -> list[dict[str, str]]:
-    """junit.xml's testcases: one per rung (failed by a group that did not complete or an efficiency
-    below the bound), one per node named (failed, with its evidence), one per unresolved suspicion."""
+    """junit.xml's testcases: the opening run of every node (failed when it did not complete), one
+    per rung (failed by a group that did not complete or an efficiency below the bound), one per
+    node named (failed, with its evidence), one per unresolved suspicion."""
     found = []
+    opening = campaign.get("opening")
+    if opening:
+        failure = "" if opening.get("status") == "COMPLETED" else f"ended {opening.get('status')}"
+        found.append({"classname": "aorta.scaling", "name": f"opening: {opening['nodes']} nodes", "failure": failure})
     bound = (campaign.get("settings") or {}).get("aorta_scaling_min_efficiency")
     for rung in campaign.get("rungs") or ():
         name = f"rung {rung['size']}: {plural(len(rung.get('groups') or ()), 'group')}"

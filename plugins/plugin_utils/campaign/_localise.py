@@ -4,7 +4,9 @@
 """Which node of a scaling campaign is bad, rung by rung, from its groups' runs (controller side,
 pure): group testing over the ladder's groupings (plugin_utils/campaign/_ladder.py).
 
-Each rung's groups ran at once, each a whole run. A group is judged by its median iteration time
+An opening run of every node comes first (``opening``): its fabric sweep names a slow link and its
+preflight and supervisors a dead or failing node, which no rung of single nodes or pairs can put on
+one node. Then each rung's groups ran at once, each a whole run. A group is judged by its median iteration time
 against the rung's reference, the median group (the lower of two: with two groups the faster is the
 one that shows what the rung can do). A node is named, with its evidence, when:
   - at rung 1, alone, it is slow (its own compute: nothing else ran with it);
@@ -36,6 +38,8 @@ from ansible_collections.aorta.cluster.plugins.plugin_utils.campaign._figures im
 # named in every one, a node 1.2x slow in 88 of 100. At 0.12 a healthy node was named in 1-2 of 100
 # at 64 and 1000 nodes, at 0.10 in 46 of 100 at 1000.
 DEFAULT_SLOW = 0.15
+# What a run's report says of a node's compute: the opening run leaves it to rung 1 (every node alone).
+RUNG_1_KINDS = frozenset(("slow_node", "straggler"))
 # What ends a group's run without its figures being a judgement of speed.
 ENDED_BADLY = frozenset(("FAILED", "TIMEOUT", "STOPPED", "HUNG"))
 
@@ -151,6 +155,33 @@ class Campaign:
             else:
                 kept.append(dict(suspect, nodes=left))
         self.suspects = kept
+
+    def opening(self, run: Mapping[str, Any]) -> dict[str, Any]:
+        """Judge the opening run of every node (``run`` as in ``judge``): it names what rung 1 cannot
+        see, a node's link (its fabric sweep localises one slow node at any size from 3 nodes, where
+        a pair's sweep reads one stream and cannot say which end is slow) and a node that failed the
+        run; a node's compute is left to rung 1, where every node runs alone (its figure is then its
+        own, not a share of a synchronous step)."""
+        before = set(self.named)
+        nodes = [str(node) for node in run.get("nodes") or ()]
+        left = []
+        for item in run.get("named") or ():
+            node, kind = str(item.get("node")), str(item.get("kind") or "named")
+            if node not in nodes:
+                continue
+            if kind in RUNG_1_KINDS:
+                left.append(node)
+                continue
+            self._name(node, 0, kind, f"the opening run of every node: {item.get('why') or kind}")
+        status = str(run.get("status") or "FAILED")
+        if status != "COMPLETED" and set(self.named) == before:
+            self.notes.append(f"the opening run of every node ended {status} and named no node")
+        return {
+            "nodes": len(nodes),
+            "status": status,
+            "named": [self.named[node] for node in self.named if node not in before],
+            "left_to_rung_1": sorted(set(left)),
+        }
 
     def leaving(self, exclude: bool = True) -> list[str]:
         """The nodes that leave the campaign before the next rung: every node named."""

@@ -18,8 +18,12 @@ from typing import Any
 from ansible_collections.aorta.cluster.plugins.module_utils.node_runtime._words import first_names, plural
 from ansible_collections.aorta.cluster.plugins.plugin_utils.campaign import _document, _figures, _ladder, _localise
 
-# run_groups(rung index, size, groups) -> each group's run (_figures.group_run), in the groups' order.
-RunGroups = Callable[[int, int, list[list[str]]], list[dict[str, Any]]]
+# run_groups(label, groups) -> each group's run (_figures.group_run), in the groups' order; the label
+# names the rung's directory: "opening" (every node, once) or "k<size>".
+RunGroups = Callable[[str, list[list[str]]], list[dict[str, Any]]]
+OPENING = "opening"
+# The fewest nodes whose opening sweep can put a slow link on one node (_sweep: n >= 3).
+OPENING_NODES = 3
 
 
 def campaign(
@@ -30,9 +34,10 @@ def campaign(
     stopped: Callable[[], bool] = lambda: False,
     said: Callable[[str], Any] = lambda line: None,
 ) -> dict[str, Any]:
-    """Run every rung and return campaign.json's document. ``settings``: aorta_scaling_sizes (None:
-    1, 2, 4, ... and every node left), aorta_scaling_seed, aorta_scaling_exclude,
-    aorta_scaling_min_efficiency. A rung is skipped when fewer nodes are left than its size or it
+    """Run the opening run of every node (aorta_scaling_opening, from 3 nodes), then every rung,
+    and return campaign.json's document. ``settings``: aorta_scaling_sizes (None: 1, 2, 4, ... and
+    every node left), aorta_scaling_seed, aorta_scaling_exclude, aorta_scaling_min_efficiency,
+    aorta_scaling_opening. A rung is skipped when fewer nodes are left than its size or it
     would repeat the rung before; after a stop request no further rung starts. ``said`` gets one
     line per rung (bounded whatever the node count)."""
     given = settings.get("aorta_scaling_sizes")
@@ -44,6 +49,11 @@ def campaign(
     previous: list[list[str]] = []
     previous_size: int | None = None
     alone: float | None = None
+    opening = None
+    if settings.get("aorta_scaling_opening", True) and len(nodes) >= OPENING_NODES and not stopped():
+        run = run_groups(OPENING, [list(nodes)])[0]
+        opening = dict(judge.opening(run), dir=run.get("dir"), run_id=run.get("run_id"))
+        said(opening_line(opening))
     for index, size in enumerate(sizes):
         if stopped():
             break
@@ -52,7 +62,7 @@ def campaign(
         if k is None:
             continue
         made, left_out = _ladder.groups(present, k, previous, seed, index)
-        runs = run_groups(index, k, made)
+        runs = run_groups(f"k{k}", made)
         judged = judge.judge(k, runs)
         if k == 1:
             alone = _figures.rung_figures(k, runs, None)["samples_per_second_per_node"]
@@ -63,9 +73,17 @@ def campaign(
         said(rung_line(entry, len(present)))
         previous, previous_size = made, k
     document = _document.document(campaign_id, nodes, seed, settings, rungs, judge)
+    document["opening"] = opening
     document["stopped"] = stopped()
     document["left"] = _localise.still_in(nodes, judge, exclude)
     return document
+
+
+def opening_line(opening: Mapping[str, Any]) -> str:
+    """The console's one line for the opening run: its status and the nodes it named."""
+    named = [str(entry["node"]) for entry in opening.get("named") or ()]
+    line = f"opening run of every node ({opening['nodes']}): {opening['status']}"
+    return line + (f"; named {first_names(named, _document.SHOWN)}" if named else "; named nobody")
 
 
 def rung_line(rung: Mapping[str, Any], present: int) -> str:

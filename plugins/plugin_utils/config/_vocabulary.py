@@ -102,6 +102,7 @@ USER = frozenset(
         "aorta_run_id_resolved",
         "aorta_scaling_exclude",
         "aorta_scaling_min_efficiency",
+        "aorta_scaling_opening",
         "aorta_scaling_parallel",
         "aorta_scaling_seed",
         "aorta_scaling_sizes",
@@ -230,6 +231,7 @@ READ_BY = {
     "scaling": (
         "aorta_scaling_exclude",
         "aorta_scaling_min_efficiency",
+        "aorta_scaling_opening",
         "aorta_scaling_parallel",
         "aorta_scaling_seed",
         "aorta_scaling_sizes",
@@ -413,6 +415,7 @@ DEFAULTS: dict[str, Any] = {
     "aorta_run_id": "",
     "aorta_scaling_exclude": True,
     "aorta_scaling_min_efficiency": "",
+    "aorta_scaling_opening": True,
     "aorta_scaling_parallel": 16,
     "aorta_scaling_seed": "",
     "aorta_scaling_sizes": [],

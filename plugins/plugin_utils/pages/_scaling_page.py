@@ -108,6 +108,19 @@ def rung_row(rung: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
+def _opening(opening: Any) -> dict[str, str] | None:
+    """The opening run of every node: its status, what it named and the link to its report."""
+    if not isinstance(opening, Mapping):
+        return None
+    named = ", ".join(str(_dict(e).get("node")) for e in opening.get("named") or ())
+    return {
+        "nodes": str(opening.get("nodes")),
+        "status": _clip(opening.get("status")),
+        "named": _clip(named or "nobody"),
+        "href": _report(opening),
+    }
+
+
 def page_model(campaign: Mapping[str, Any]) -> dict[str, Any]:
     verdict = _dict(campaign.get("verdict"))
     named = [str(entry.get("node")) for entry in campaign.get("named") or ()]
@@ -130,6 +143,7 @@ def page_model(campaign: Mapping[str, Any]) -> dict[str, Any]:
             _clip(f"one of {', '.join(s.get('nodes') or ())}: {s.get('why')}") for s in campaign.get("suspects") or ()
         ],
         "notes": [_clip(n) for n in campaign.get("notes") or ()],
+        "opening": _opening(campaign.get("opening")),
         "curve": curve_model(campaign.get("rungs") or (), named),
         "rungs": [rung_row(r) for r in campaign.get("rungs") or ()],
     }

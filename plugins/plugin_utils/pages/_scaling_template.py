@@ -42,6 +42,8 @@ svg circle.bad{fill:#b3261e;fill-opacity:1}
 {%- if suspects %}<h3>Slow, not put on one node</h3>
 <ul>{% for s in suspects %}<li>{{ s }}</li>{% endfor %}</ul>{% endif %}
 {%- if notes %}<h3>Notes</h3><ul>{% for n in notes %}<li>{{ n }}</li>{% endfor %}</ul>{% endif %}
+{%- if opening %}<p>Opening run of every node ({{ opening.nodes }}): {{ opening.status }}, named {{ opening.named }}
+{%- if opening.href %} (<a href="{{ opening.href }}">its report</a>){% endif %}.</p>{% endif %}
 <h2>Weak scaling</h2>
 {%- set c = curve %}
 <svg width="{{ c.width }}" height="{{ c.height }}" role="img" aria-label="{{ c.label }}">

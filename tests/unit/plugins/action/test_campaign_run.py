@@ -24,6 +24,7 @@ def test_the_defaults_are_checked_into_their_values():
         "aorta_scaling_sizes": None,
         "aorta_scaling_seed": None,
         "aorta_scaling_exclude": True,
+        "aorta_scaling_opening": True,
         "aorta_scaling_min_efficiency": None,
         "aorta_scaling_parallel": 16,
     }
@@ -38,6 +39,7 @@ def test_the_defaults_are_checked_into_their_values():
         ("aorta_scaling_min_efficiency", 1.5, "is not a fraction in (0, 1]"),
         ("aorta_scaling_parallel", 0, "is not a whole number >= 1"),
         ("aorta_scaling_exclude", "yes", "is not true or false"),
+        ("aorta_scaling_opening", 1, "is not true or false"),
     ],
 )
 def test_a_bad_setting_is_one_line_naming_it(name, value, said):

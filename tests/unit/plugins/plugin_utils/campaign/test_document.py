@@ -74,3 +74,11 @@ def test_a_failed_group_of_1000_nodes_is_one_bounded_reason():
     reasons = cr.verdict(rungs, [], suspects)["reasons"]
     assert reasons[0] == "1 group did not complete: k1000: n0000, n0001, n0002, n0003, n0004 and 995 more TIMEOUT"
     assert reasons[1] == "slow, not put on one node: n0000 or n0001 or n0002 or n0003 or n0004 and 995 more"
+
+
+def test_the_opening_run_is_a_case_of_its_own_failed_when_it_did_not_complete():
+    ended = {"opening": {"nodes": 4, "status": "TIMEOUT", "named": []}, "rungs": [], "named": [], "suspects": []}
+    assert cr.cases(ended)[0] == {"classname": "aorta.scaling", "name": "opening: 4 nodes", "failure": "ended TIMEOUT"}
+    ended["opening"]["status"] = "COMPLETED"
+    assert cr.cases(ended)[0]["failure"] == ""
+    assert cr.cases({"opening": None, "rungs": []}) == []

@@ -224,3 +224,27 @@ def test_a_completed_group_beside_only_failed_ones_is_not_cleared_against_itself
         ],
     )
     assert judge.cleared == set()
+
+
+def test_the_opening_run_names_links_and_failures_and_leaves_compute_to_rung_1():
+    judge = _localise.Campaign()
+    run = {
+        "nodes": ["a", "b", "c", "d"],
+        "status": "COMPLETED",
+        "named": [
+            {"node": "b", "kind": "slow_link", "why": "fabric sweep: send 0.1x its run's median"},
+            {"node": "c", "kind": "straggler", "why": "its run's report: rank 4 a straggler"},
+            {"node": "z", "kind": "slow_link", "why": "not a node of this run"},
+        ],
+    }
+    found = judge.opening(run)
+    assert [(e["node"], e["rung"], e["kind"]) for e in found["named"]] == [("b", 0, "slow_link")]
+    assert found["named"][0]["evidence"] == "the opening run of every node: fabric sweep: send 0.1x its run's median"
+    assert found["left_to_rung_1"] == ["c"] and found["status"] == "COMPLETED" and found["nodes"] == 4
+    assert _localise.still_in(run["nodes"], judge) == ["a", "c", "d"]
+
+
+def test_an_opening_run_that_failed_naming_nobody_is_a_note():
+    judge = _localise.Campaign()
+    found = judge.opening({"nodes": ["a", "b", "c"], "status": "TIMEOUT", "named": []})
+    assert found["named"] == [] and judge.notes == ["the opening run of every node ended TIMEOUT and named no node"]

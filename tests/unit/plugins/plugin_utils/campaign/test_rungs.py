@@ -14,27 +14,34 @@ from ansible_collections.aorta.cluster.plugins.plugin_utils.campaign import _lad
 BASE_MS = 100.0
 
 
-def scripted(slow=(), failing=(), calls=None):
+def scripted(slow=(), failing=(), link=(), calls=None):
     """run_groups whose group iterates at BASE_MS x its slowest member's factor (``slow``:
-    {node: factor}); a group holding a node of ``failing`` ends FAILED naming it."""
+    {node: factor}), its report naming that node when the group has two or more (a straggler); a
+    group holding a node of ``failing`` ends FAILED naming it; a group of 3 or more holding a node of
+    ``link`` names it from its sweep (a pair's sweep cannot: both ends read the one stream low)."""
     factors = dict(slow)
 
-    def run_groups(index, size, groups):
+    def run_groups(label, groups):
         if calls is not None:
-            calls.append((index, size, [list(g) for g in groups]))
+            calls.append((label, [list(g) for g in groups]))
         runs = []
         for number, group in enumerate(groups):
             bad = [node for node in group if node in failing]
             ms = BASE_MS * max(factors.get(node, 1.0) for node in group)
+            named = [{"node": n, "kind": "failed", "why": "its run failed"} for n in bad]
+            if len(group) >= 2:
+                named += [{"node": n, "kind": "slow_node", "why": "a slow node"} for n in group if n in factors]
+            if len(group) >= 3:
+                named += [{"node": n, "kind": "slow_link", "why": "fabric sweep"} for n in group if n in link]
             runs.append(
                 {
                     "nodes": list(group),
-                    "run_id": f"c-k{size}-g{number}",
-                    "dir": f"k{size}/g{number}",
+                    "run_id": f"c-{label}-g{number}",
+                    "dir": f"{label}/g{number}",
                     "status": "FAILED" if bad else "COMPLETED",
                     "iteration_ms": None if bad else ms,
                     "samples_per_second": None if bad else 1000.0 * len(group) * BASE_MS / ms,
-                    "named": [{"node": n, "kind": "failed", "why": "its run failed"} for n in bad],
+                    "named": named,
                     "links": {},
                 }
             )
@@ -43,14 +50,20 @@ def scripted(slow=(), failing=(), calls=None):
     return run_groups
 
 
+def sizes(calls):
+    """The rungs' group sizes, the opening left out."""
+    return [len(groups[0]) for label, groups in calls if label != "opening"]
+
+
 NODES = [f"n{i}" for i in range(8)]
 
 
 def test_a_healthy_campaign_runs_every_rung_on_every_node_and_names_nobody():
     calls, lines = [], []
     document = _rungs.campaign("c", NODES, {"aorta_scaling_seed": 3}, scripted(calls=calls), said=lines.append)
-    assert [size for _i, size, _g in calls] == [1, 2, 4, 8]
-    for _index, size, groups in calls:
+    assert calls[0] == ("opening", [NODES]) and sizes(calls) == [1, 2, 4, 8]
+    for label, groups in calls[1:]:
+        size = int(label[1:])
         assert sorted(n for g in groups for n in g) == NODES and all(len(g) == size for g in groups)
     # Two nodes that shared a group share none at the next rung (groups of one size throughout).
     assert [r["shared_pairs"] for r in document["rungs"]] == [
@@ -63,7 +76,16 @@ def test_a_healthy_campaign_runs_every_rung_on_every_node_and_names_nobody():
     assert document["named"] == [] and document["left"] == NODES and document["stopped"] is False
     assert [r["efficiency"] for r in document["rungs"]] == [1.0, 1.0, 1.0, 1.0]
     assert document["seed"] == 3 and document["rungs"][0]["groups"][0]["dir"].startswith("k1/")
-    assert len(lines) == 4 and lines[0].startswith("rung 1: 8 of 8 groups completed on 8 nodes")
+    assert document["opening"] == {
+        "nodes": 8,
+        "status": "COMPLETED",
+        "named": [],
+        "left_to_rung_1": [],
+        "dir": "opening/g0",
+        "run_id": "c-opening-g0",
+    }
+    assert len(lines) == 5 and lines[0] == "opening run of every node (8): COMPLETED; named nobody"
+    assert lines[1].startswith("rung 1: 8 of 8 groups completed on 8 nodes")
 
 
 def test_a_slow_node_is_named_at_rung_1_and_the_higher_rungs_run_without_it():
@@ -71,10 +93,12 @@ def test_a_slow_node_is_named_at_rung_1_and_the_higher_rungs_run_without_it():
     document = _rungs.campaign("c", NODES, {"aorta_scaling_seed": 1}, scripted(slow={"n5": 1.6}, calls=calls))
     assert [(e["node"], e["rung"], e["kind"]) for e in document["named"]] == [("n5", 1, "slow_node")]
     assert "alone 1.6x the rung's median iteration" in document["named"][0]["evidence"]
-    later = [n for _i, _size, groups in calls[1:] for g in groups for n in g]
+    # The opening's report named n5 slow: its compute is left to rung 1, where it runs alone.
+    assert document["opening"]["named"] == [] and document["opening"]["left_to_rung_1"] == ["n5"]
+    later = [n for _label, groups in calls[2:] for g in groups for n in g]
     assert "n5" not in later
     # 7 nodes left: pairs (one sits out), fours (three sit out), then the top rung on all seven.
-    assert [size for _i, size, _g in calls] == [1, 2, 4, 7]
+    assert sizes(calls) == [1, 2, 4, 7]
     assert document["rungs"][1]["left_out"] and len(document["rungs"][1]["left_out"]) == 1
     assert document["left"] == [n for n in NODES if n != "n5"]
     assert document["verdict"]["verdict"] == "FAIL" and document["verdict"]["reasons"] == ["named 1 node: n5"]
@@ -84,24 +108,26 @@ def test_with_exclusion_off_every_rung_keeps_every_node():
     calls = []
     settings = {"aorta_scaling_exclude": False, "aorta_scaling_seed": 1}
     document = _rungs.campaign("c", NODES, settings, scripted(slow={"n5": 1.6}, calls=calls))
-    assert [size for _i, size, _g in calls] == [1, 2, 4, 8]
+    assert sizes(calls) == [1, 2, 4, 8]
     assert [e["node"] for e in document["named"]] == ["n5"] and document["left"] == NODES
 
 
 def test_a_group_that_failed_fails_the_campaign_and_its_node_leaves():
     calls = []
     document = _rungs.campaign("c", NODES[:4], {"aorta_scaling_seed": 2}, scripted(failing={"n2"}, calls=calls))
-    assert [(e["node"], e["kind"]) for e in document["named"]] == [("n2", "failed")]
-    assert all("n2" not in g for _i, _s, groups in calls[1:] for g in groups)
+    # The opening run of every node failed, naming n2: it runs in no rung.
+    assert [(e["node"], e["rung"], e["kind"]) for e in document["named"]] == [("n2", 0, "failed")]
+    assert all("n2" not in g for _label, groups in calls[1:] for g in groups)
+    assert sizes(calls) == [1, 2, 3]
     reasons = document["verdict"]["reasons"]
-    assert reasons[0] == "named 1 node: n2" and reasons[1].startswith("1 group did not complete: k1: n2 FAILED")
+    assert reasons == ["named 1 node: n2"]  # the opening is not a rung: its group is not counted again
 
 
 def test_the_sizes_given_run_as_given_with_no_efficiency_without_rung_1():
     calls = []
-    settings = {"aorta_scaling_sizes": [4, 2], "aorta_scaling_seed": 0}
+    settings = {"aorta_scaling_sizes": [4, 2], "aorta_scaling_seed": 0, "aorta_scaling_opening": False}
     document = _rungs.campaign("c", NODES, settings, scripted(calls=calls))
-    assert [size for _i, size, _g in calls] == [2, 4]
+    assert [label for label, _groups in calls] == ["k2", "k4"] and document["opening"] is None
     assert [r["efficiency"] for r in document["rungs"]] == [None, None]
     with pytest.raises(_ladder.LadderError, match="aorta_scaling_sizes: 9 is not a group size from 1 to 8"):
         _rungs.campaign("c", NODES, {"aorta_scaling_sizes": [9]}, scripted())
@@ -109,8 +135,25 @@ def test_the_sizes_given_run_as_given_with_no_efficiency_without_rung_1():
 
 def test_after_a_stop_request_no_further_rung_starts():
     calls = []
-    document = _rungs.campaign("c", NODES, {}, scripted(calls=calls), stopped=lambda: bool(calls))
-    assert len(calls) == 1 and len(document["rungs"]) == 1 and document["stopped"] is True
+    document = _rungs.campaign("c", NODES, {}, scripted(calls=calls), stopped=lambda: len(calls) > 1)
+    assert [label for label, _groups in calls] == ["opening", "k1"]
+    assert len(document["rungs"]) == 1 and document["stopped"] is True
+
+
+def test_a_slow_link_is_named_by_the_opening_run_and_no_rung_runs_it():
+    """Four nodes, one link slow: rung 2's pair would read the stream low at both ends, so only a sweep
+    of three or more can put it on one node; the opening's does, before rung 1."""
+    calls = []
+    document = _rungs.campaign("c", NODES[:4], {"aorta_scaling_seed": 5}, scripted(link={"n1"}, calls=calls))
+    assert [(e["node"], e["rung"], e["kind"]) for e in document["named"]] == [("n1", 0, "slow_link")]
+    assert document["named"][0]["evidence"] == "the opening run of every node: fabric sweep"
+    assert all("n1" not in g for _label, groups in calls[1:] for g in groups) and sizes(calls) == [1, 2, 3]
+
+
+def test_two_nodes_have_no_opening_run():
+    calls = []
+    document = _rungs.campaign("c", NODES[:2], {}, scripted(calls=calls))
+    assert [label for label, _groups in calls] == ["k1", "k2"] and document["opening"] is None
 
 
 def test_a_rung_line_stays_bounded_at_1000_named_nodes():
@@ -125,3 +168,12 @@ def test_a_rung_line_stays_bounded_at_1000_named_nodes():
     }
     line = _rungs.rung_line(rung, 1000)
     assert len(line) < 300 and line.endswith("and 995 more") and "node-0000.example" in line
+
+
+def test_without_the_opening_a_group_that_failed_is_named_at_its_rung():
+    calls = []
+    settings = {"aorta_scaling_seed": 2, "aorta_scaling_opening": False}
+    document = _rungs.campaign("c", NODES[:4], settings, scripted(failing={"n2"}, calls=calls))
+    assert [(e["node"], e["rung"], e["kind"]) for e in document["named"]] == [("n2", 1, "failed")]
+    reasons = document["verdict"]["reasons"]
+    assert reasons[0] == "named 1 node: n2" and reasons[1].startswith("1 group did not complete: k1: n2 FAILED")

@@ -8,45 +8,35 @@ from __future__ import annotations
 import math
 from html.parser import HTMLParser
 
-from ansible_collections.aorta.cluster.plugins.plugin_utils.campaign import _document as cr
-from ansible_collections.aorta.cluster.plugins.plugin_utils.campaign import _figures, _ladder, _localise
+from ansible_collections.aorta.cluster.plugins.plugin_utils.campaign import _rungs
 from ansible_collections.aorta.cluster.plugins.plugin_utils.pages import _scaling_page
 
 NODES = [f"node-{i}" for i in range(8)]
 SLOW = "node-5"
 
 
-def campaign() -> dict:
-    """A whole campaign of 8 nodes, node-5 1.6x slow, each group at 100 samples/s per node less 4 %
-    per doubling (the fabric's cost), the slow node's groups at its pace."""
-    judge = _localise.Campaign()
-    present, previous, rungs, alone = list(NODES), [], [], None
-    chosen = _ladder.sizes(len(NODES))
-    for index, size_given in enumerate(chosen):
-        size = _ladder.rung_size(size_given, len(present), chosen[-1])
-        if size is None:
-            continue
-        made, out = _ladder.groups(present, size, previous, seed=1, rung=index)
+def campaign(opening: bool = False) -> dict:
+    """A whole campaign of 8 nodes (_rungs.campaign), node-5 1.6x slow, each group at 100 samples/s
+    per node less 4 % per doubling (the fabric's cost), the slow node's groups at its pace."""
+
+    def run_groups(label, groups):
         runs = []
-        for number, group in enumerate(made):
+        for number, group in enumerate(groups):
             pace = (1.6 if SLOW in group else 1.0) * (1 + 0.04 * math.log2(len(group)))
             runs.append(
                 {
                     "nodes": group,
-                    "dir": f"k{size}/g{number}",
-                    "run_id": f"c-k{size}-g{number}",
+                    "dir": f"{label}/g{number}",
+                    "run_id": f"c-{label}-g{number}",
                     "status": "COMPLETED",
                     "iteration_ms": 100.0 * pace,
                     "samples_per_second": 100.0 * len(group) / pace,
                 }
             )
-        judged = judge.judge(size, runs)
-        figures = _figures.rung_figures(size, runs, alone, out)
-        alone = alone or figures["samples_per_second_per_node"]
-        figures = _figures.rung_figures(size, runs, alone, out)
-        rungs.append(cr.rung_entry(judged, figures, runs))
-        present, previous = _localise.still_in(present, judge), made
-    return cr.document("camp", NODES, 1, {"aorta_scaling_min_efficiency": None}, rungs, judge)
+        return runs
+
+    settings = {"aorta_scaling_seed": 1, "aorta_scaling_opening": opening}
+    return _rungs.campaign("camp", NODES, settings, run_groups)
 
 
 class Page(HTMLParser):
@@ -85,3 +75,12 @@ def test_the_named_node_comes_first_then_the_curve_the_rungs_and_every_report():
     # Efficiency falls with the fabric's cost per doubling: the top rung's median below rung 2's.
     efficiency = [r["efficiency"] for r in doc["rungs"]]
     assert efficiency[0] == 1.0 and efficiency[1] > efficiency[2] > efficiency[3]
+
+
+def test_the_opening_run_is_said_with_a_link_to_its_report():
+    parsed = Page()
+    parsed.feed(_scaling_page.render_html(campaign(opening=True)))
+    text = " ".join(parsed.text)
+    assert "Opening run of every node (8): COMPLETED, named nobody" in text
+    assert "opening/g0/report.html" in parsed.links
+    assert text.index("Opening run") < text.index("Weak scaling")
