@@ -31,13 +31,14 @@ def plans(endpoints):
     ]
 
 
-def sweep_all(endpoints, plan_of=plans, round_s=ROUND_S):
+def sweep_all(endpoints, plan_of=plans, round_s=ROUND_S, late=None):
+    """Every endpoint's sweep at once, each in a thread; ``late``: {rank: seconds} its plan came late."""
     start_at = time.monotonic() + 0.2
     rows = [None] * len(endpoints)
     every = plan_of(endpoints)
 
     def run(i):
-        rows[i] = endpoints[i].run(every[i], start_at, round_s)
+        rows[i] = endpoints[i].run(every[i], start_at + (late or {}).get(i, 0.0), round_s)
 
     threads = [threading.Thread(target=run, args=(i,)) for i in range(len(endpoints))]
     for thread in threads:
@@ -228,3 +229,31 @@ def test_a_plan_that_arrives_after_the_rounds_window_gives_no_figure_rather_than
     plan = [{"round": 0, "send_to": 1, "send_address": "127.0.0.1", "send_port": 9, "recv_from": 1}]
     (row,) = sender.run(plan, time.monotonic() - 0.9, 1.0)
     assert row["send_gbps"] is None and row["error"].startswith("the round's window had passed"), row
+
+
+def test_a_node_whose_plan_came_late_is_not_read_as_slow():
+    """The stand-in's false slow link (seen twice: a healthy node's send at 0.49x): its plan reached
+    it 0.3 of a round late, and the sender's time to the answer counted its partner's wait. Each figure
+    is now bytes over the receiver's span of the stream, whichever end was late."""
+    round_s = 1.0
+    endpoints = [net.SweepEndpoint(SECRET, "run1", rank, "127.0.0.1") for rank in range(3)]
+    rows, _took = sweep_all(endpoints, round_s=round_s, late={2: 0.3 * round_s})
+    measurements = []
+    for r in range(2):
+        measurements.append(
+            [
+                {
+                    "sender": rank,
+                    "receiver": row["send_to"],
+                    "send_gbps": row.get("send_gbps"),
+                    "recv_gbps": next(x for x in rows[row["send_to"]] if x["round"] == r).get("recv_gbps"),
+                }
+                for rank, mine in enumerate(rows)
+                for row in mine
+                if row["round"] == r
+            ]
+        )
+    found = _sweep.localise(measurements, nodes=3)
+    assert found["slow"] == [], found["nodes"]
+    # The late node's own sends read like the others' (before: 0.485x the median).
+    assert found["nodes"]["2"]["send_ratio"] > 0.7, found["nodes"]
