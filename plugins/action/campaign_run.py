@@ -13,6 +13,7 @@ import sys
 import zlib
 from typing import Any
 
+import yaml
 from ansible import context
 from ansible.errors import AnsibleError
 from ansible.utils.display import Display
@@ -87,17 +88,42 @@ def checked(values: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def group_inventory(source: str, nodes: list[str], group: list[str], path: str) -> str:
-    """The group's own cluster file (the campaign's less every other node, mode 0600: it may hold the
-    SSH password), beside the group_vars and host_vars the campaign's file has."""
+def source_options(sources: Any) -> dict[str, Any]:
+    """The options of the campaign's own YAML inventory source for aorta.cluster.cluster_json (its
+    ``connection_vars``, say), which each group's source repeats; {} where the nodes came from a
+    cluster file given as it is."""
+    for source in sources or ():
+        if not str(source).endswith((".yml", ".yaml")) or not os.path.isfile(source):
+            continue
+        try:
+            with open(source, encoding="utf-8") as handle:
+                data = yaml.safe_load(handle)
+        except (OSError, yaml.YAMLError):
+            continue
+        if isinstance(data, dict) and str(data.get("plugin")) in ("aorta.cluster.cluster_json", "cluster_json"):
+            return {key: value for key, value in data.items() if key not in ("plugin", "path")}
+    return {}
+
+
+def group_inventory(
+    source: str, nodes: list[str], group: list[str], base: str, options: dict[str, Any]
+) -> tuple[str, str]:
+    """The group's own cluster file, ``base``.cluster.json (the campaign's less every other node,
+    mode 0600: it may hold the SSH password), and a YAML source naming it, ``base``.aorta.yml (read
+    by the collection's inventory plugin wherever ansible.cfg does not enable it for a bare .json),
+    beside the group_vars and host_vars the campaign's file has. Returns (source, cluster file)."""
     keep = set(group)
-    write_text_atomic(path, healthy_cluster(source, [n for n in nodes if n not in keep]), 0o600)
-    here = os.path.dirname(path)
+    cluster = base + ".cluster.json"
+    write_text_atomic(cluster, healthy_cluster(source, [n for n in nodes if n not in keep]), 0o600)
+    inventory = base + ".aorta.yml"
+    text = yaml.safe_dump({"plugin": "aorta.cluster.cluster_json", "path": cluster, **options}, sort_keys=False)
+    write_text_atomic(inventory, "---\n" + text, 0o644)
+    here = os.path.dirname(cluster)
     for name in INVENTORY_DIRS:
         found, link = os.path.join(os.path.dirname(os.path.abspath(source)), name), os.path.join(here, name)
         if os.path.isdir(found) and not os.path.lexists(link):
             os.symlink(found, link)
-    return path
+    return inventory, cluster
 
 
 def group_result(where: str, nodes: list[str], code: int | None, log: str, campaign_dir: str) -> dict[str, Any]:
@@ -160,6 +186,7 @@ class ActionModule(Step):
             "nodes": nodes,
             "source": source,
             "options": _children.repeated_options(context.CLIARGS),
+            "source_options": source_options(context.CLIARGS.get("inventory")),
             # Nodes read from -e aorta_cluster_file (AWX's survey): each group's run is given its own file
             # the same way (an inventory holding nodes beside that variable is refused by inventory_guard).
             "by_variable": bool(self._variable(task_vars, "aorta_cluster_file")),
@@ -220,10 +247,15 @@ class ActionModule(Step):
             jobs, dirs = [], []
             for number, group in enumerate(groups):
                 base = os.path.join(rung_dir, f"g{number}")
-                inventory = group_inventory(plan["source"], plan["nodes"], group, base + ".cluster.json")
+                inventory, cluster = group_inventory(plan["source"], plan["nodes"], group, base, plan["source_options"])
                 run_id = f"{plan['id']}-{label}-g{number}"
                 argv = _children.child_argv(
-                    plan["playbook"], inventory, plan["options"], run_id, base, plan["by_variable"]
+                    plan["playbook"],
+                    cluster if plan["by_variable"] else inventory,
+                    plan["options"],
+                    run_id,
+                    base,
+                    plan["by_variable"],
                 )
                 jobs.append((argv, base + ".console.log"))
                 dirs.append(base)

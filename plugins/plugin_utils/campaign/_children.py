@@ -71,20 +71,20 @@ def repeated_options(cliargs: Mapping[str, Any]) -> list[str]:
 
 
 def child_argv(
-    executable: str, cluster_file: str, options: Sequence[str], run_id: str, results_dir: str, by_variable: bool
+    executable: str, source: str, options: Sequence[str], run_id: str, results_dir: str, by_variable: bool
 ) -> list[str]:
-    """One group's ansible-playbook: the collection's aorta_multinode.yml on the group's cluster
-    file, the campaign's options, then the group's run id, results directory and launch mode (last:
-    they win).
-    ``by_variable``: the campaign read its nodes from -e aorta_cluster_file (an AWX survey), so the
-    group's file is given the same way, over an inventory of localhost alone."""
+    """One group's ansible-playbook: the collection's aorta_multinode.yml on the group's inventory
+    source, the campaign's options, then the group's run id, results directory and launch mode (last:
+    they win). ``by_variable``: the campaign read its nodes from -e aorta_cluster_file (an AWX
+    survey), so ``source`` is the group's cluster file, given the same way over an inventory of
+    localhost alone."""
     # torchrun at every rung: ``auto`` would launch a group of one node with Aorta's own script, which
     # takes no --override (aorta_training_overrides), so rung 1 would run another workload than the
     # rungs above it and the efficiency curve would compare the two.
     ours = {"aorta_run_id": run_id, "aorta_results_dir": results_dir, "aorta_master_launch_mode": "torchrun"}
     if by_variable:
-        ours["aorta_cluster_file"] = cluster_file
-    inventory = "localhost," if by_variable else cluster_file
+        ours["aorta_cluster_file"] = source
+    inventory = "localhost," if by_variable else source
     return [executable, PLAYBOOK, "-i", inventory, *options, "-e", json.dumps(ours)]
 
 

@@ -13,6 +13,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+import yaml
 
 from ansible_collections.aorta.cluster.plugins.action import campaign_run
 
@@ -56,12 +57,31 @@ def test_a_groups_cluster_file_holds_its_nodes_only(tmp_path):
     nodes = list(json.loads(source.read_text())["node_dict"])
     rung = tmp_path / "k2"
     rung.mkdir()
-    path = campaign_run.group_inventory(str(source), nodes, [nodes[2], nodes[0]], str(rung / "g0.cluster.json"))
-    written = json.loads(Path(path).read_text())
+    options = {"connection_vars": False}
+    inventory, cluster = campaign_run.group_inventory(
+        str(source), nodes, [nodes[2], nodes[0]], str(rung / "g0"), options
+    )
+    written = json.loads(Path(cluster).read_text())
     assert list(written["node_dict"]) == [nodes[0], nodes[2]]  # the file's order: ranks follow it
-    assert os.stat(path).st_mode & 0o777 == 0o600  # it may hold the SSH password
+    assert os.stat(cluster).st_mode & 0o777 == 0o600  # it may hold the SSH password
+    # A YAML source names it: the plugin reads it wherever ansible.cfg does not enable it for .json.
+    assert yaml.safe_load(Path(inventory).read_text()) == {
+        "plugin": "aorta.cluster.cluster_json",
+        "path": cluster,
+        "connection_vars": False,
+    }
     assert os.readlink(rung / "group_vars") == str(source_dir / "group_vars")
     assert not (rung / "host_vars").exists()  # the campaign's file has none
+
+
+def test_the_campaigns_yaml_source_options_are_repeated(tmp_path):
+    own = tmp_path / "cluster.aorta.yml"
+    own.write_text("plugin: aorta.cluster.cluster_json\npath: cluster.json\nconnection_vars: false\n")
+    other = tmp_path / "hosts.yml"
+    other.write_text("all:\n  hosts: {a: {}}\n")
+    assert campaign_run.source_options([str(other), str(own)]) == {"connection_vars": False}
+    assert campaign_run.source_options([str(tmp_path / "cluster.json"), str(other)]) == {}
+    assert campaign_run.source_options(None) == {}
 
 
 def test_a_group_with_no_run_json_is_failed_and_says_where_its_console_is(tmp_path):

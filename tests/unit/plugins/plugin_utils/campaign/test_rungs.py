@@ -7,6 +7,10 @@ request, and the one console line per rung."""
 
 from __future__ import annotations
 
+import math
+import re
+from pathlib import Path
+
 import pytest
 
 from ansible_collections.aorta.cluster.plugins.plugin_utils.campaign import _ladder, _rungs
@@ -177,3 +181,16 @@ def test_without_the_opening_a_group_that_failed_is_named_at_its_rung():
     assert [(e["node"], e["rung"], e["kind"]) for e in document["named"]] == [("n2", 1, "failed")]
     reasons = document["verdict"]["reasons"]
     assert reasons[0] == "named 1 node: n2" and reasons[1].startswith("1 group did not complete: k1: n2 FAILED")
+
+
+def test_the_docs_arithmetic_of_a_campaigns_waves_holds():
+    """docs/scaling.md's table: the groups and the waves of runs at 8, 100 and 1000 nodes."""
+    doc = (Path(__file__).resolve().parents[5] / "docs" / "scaling.md").read_text()
+    rows = re.findall(r"^\| (\d+) \| opening[^|]*\| 1 \+ (\d+) \| ([^|]*) \| [^|]* \| (\d+)", doc, re.M)
+    assert [int(n) for n, *_rest in rows] == [8, 100, 1000]
+    for nodes, groups, waves, at_once in rows:
+        sizes = _ladder.sizes(int(nodes))
+        counts = [int(nodes) // k for k in sizes]
+        assert sum(counts) == int(groups)
+        assert int(waves.split("=")[-1]) == 1 + sum(math.ceil(c / 16) for c in counts)
+        assert int(at_once) == 1 + len(sizes)
