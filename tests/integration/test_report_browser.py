@@ -1,12 +1,14 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""report.html as a person opens it: headless Chromium (Debian's package, installed by
-tools/install-host-deps.sh) loads the page for 4 and for 1024 ranks, with a window.onerror hook,
-and keeps a screenshot of each as a test artifact under tests/output/browser/."""
+"""report.html, the history's index.html and a campaign's scaling.html as a person opens them:
+headless Chromium (Debian's package, installed by tools/install-host-deps.sh) loads each page with a
+window.onerror hook (the report for 4 and for 1024 ranks), and keeps a screenshot of each as a test
+artifact under tests/output/browser/."""
 
 from __future__ import annotations
 
 import hashlib
 import json
+import math
 import random
 import re
 import shutil
@@ -15,6 +17,8 @@ from pathlib import Path
 
 import pytest
 
+from ansible_collections.aorta.cluster.plugins.plugin_utils.campaign import _rungs
+from ansible_collections.aorta.cluster.plugins.plugin_utils.pages import _scaling_page
 from ansible_collections.aorta.cluster.plugins.plugin_utils.report import _outputs, _report
 from ansible_collections.aorta.cluster.plugins.plugin_utils.results import _history
 
@@ -160,5 +164,47 @@ def test_the_history_page_opens_in_chromium_without_error(tmp_path):
     assert shot.stat().st_size > 10_000
     assert "<svg" in dom and 'href="run-199/report.html"' in dom and "FAILED" in dom
     # The runs table fits a 1400-pixel window: its last column (the files) is not cut off.
+    right, window = (int(re.search(rf'data-{key}="(\d+)"', dom).group(1)) for key in ("table-right", "window"))
+    assert 0 < right <= window, (right, window)
+
+
+def test_the_scaling_page_opens_in_chromium_without_error(tmp_path):
+    """scaling.html of a campaign of 64 nodes (_rungs.campaign, each group's figures scripted: one
+    node 1.6x slow, 4 % of throughput per node lost per doubling), as a person opens it: no script
+    error, no SVG text cut at its edge, a dot per group, every group's report linked, the tables
+    within the window; kept as a screenshot."""
+    nodes = [f"mi300x-node-{i:04d}.cluster.example.com" for i in range(64)]
+    slow = nodes[37]
+
+    def run_groups(label, groups):
+        runs = []
+        for number, group in enumerate(groups):
+            pace = (1.6 if slow in group else 1.0) * (1 + 0.04 * math.log2(len(group)))
+            runs.append(
+                {
+                    "nodes": group,
+                    "dir": f"{label}/g{number}",
+                    "run_id": f"camp-{label}-g{number}",
+                    "status": "COMPLETED",
+                    "iteration_ms": 100.0 * pace,
+                    "samples_per_second": 100.0 * len(group) / pace,
+                }
+            )
+        return runs
+
+    document = _rungs.campaign("camp", nodes, {"aorta_scaling_seed": 4}, run_groups)
+    assert [entry["node"] for entry in document["named"]] == [slow]
+    page = tmp_path / "scaling.html"
+    page.write_text(_scaling_page.render_html(document))
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    shot = ARTIFACTS / "scaling-64-nodes.png"
+    dom = open_in_browser(page, shot, MEASURE + WIDTH, width=1400)
+    assert shot.stat().st_size > 10_000
+    groups = [g for rung in document["rungs"] for g in rung["groups"]]
+    assert dom.count("<circle") == len(groups) and 'class="bad"' in dom
+    for group in [*groups, document["opening"]]:
+        assert f'href="{group["dir"]}/report.html"' in dom
+    assert int(re.search(r'data-texts="(\d+)"', dom).group(1)) > 0
+    assert re.search(r'data-clipped="(\d+)"', dom).group(1) == "0", re.search(r'data-clipped-first="([^"]*)"', dom)
     right, window = (int(re.search(rf'data-{key}="(\d+)"', dom).group(1)) for key in ("table-right", "window"))
     assert 0 < right <= window, (right, window)
