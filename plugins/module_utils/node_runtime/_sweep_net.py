@@ -18,12 +18,13 @@ starts with one line, a hello proving the run's secret (HMAC-SHA256 of the run i
 rank, the round and a fresh nonce); a hello that is oversized, not JSON, of another run, forged,
 from a node that is not the round's partner, or replayed is refused unread (counted in
 ``refused``). At the end of the round's send window the receiver answers the sender with the
-bytes it got by then and the span from its first to its last byte, so the sender's figure is bytes
+bytes it got by then and the span from its first byte to the stream's end (its EOF, or the window's
+end: a stall before it counts), so the sender's figure is bytes
 the receiver confirmed over the time they took to arrive (a kernel send buffer does not inflate it,
 on a slow link what is still in it does not delay the answer: the sender drops it with a reset; and
 a schedule skewed between the two ends, a plan that reached one of them late, does not count the
 other's wait as the link's: the sender's own time to the answer is the figure's bound only where
-the span is missing or longer); the receiver's is bytes over the time from its first to its last byte.
+the span is missing or longer); the receiver's is bytes over the same span.
 """
 
 from __future__ import annotations
@@ -193,7 +194,11 @@ class SweepEndpoint:
                     total += len(data)
             except socket.timeout:
                 pass  # the window's end: what arrived by then is the figure
-            seconds = (last - first) if first is not None else 0.0
+            # From the first byte to when the stream ended (EOF) or the window closed, not to the last
+            # byte: a stall at the window's end (a lossy link's retransmit back-off, a link that
+            # flapped) is the link's time, and a sender that started late is not counted idle.
+            ended = min(self.clock(), window_end)
+            seconds = (max(ended, last) - first) if first is not None else 0.0
             with self._lock:
                 self.received[round_index] = {"bytes": total, "seconds": seconds}
                 if self._expected <= set(self.received):
@@ -266,6 +271,10 @@ class SweepEndpoint:
             try:
                 conn.sendall(hello(self.secret, self.run_id, self.rank, step["round"]))
                 self._stream(conn, stop)
+                # The stream's end, said: the receiver's span ends at this EOF (queued behind what the
+                # kernel still holds), not at its own window's end, which a receiver whose plan came
+                # late would otherwise count idle.
+                conn.shutdown(socket.SHUT_WR)
                 conn.settimeout(max(0.05, begin + round_s - self.clock()))
                 answer = conn.makefile("rb").readline(HELLO_MAX)
                 took = self.clock() - started

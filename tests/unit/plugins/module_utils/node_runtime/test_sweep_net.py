@@ -6,6 +6,7 @@ secret's proof, the bounds, and the tool's choice."""
 
 from __future__ import annotations
 
+import json
 import socket
 import threading
 import time
@@ -231,13 +232,14 @@ def test_a_plan_that_arrives_after_the_rounds_window_gives_no_figure_rather_than
     assert row["send_gbps"] is None and row["error"].startswith("the round's window had passed"), row
 
 
-def test_a_node_whose_plan_came_late_is_not_read_as_slow():
+@pytest.mark.parametrize("late", [0.15, 0.3])
+def test_a_node_whose_plan_came_late_is_not_read_as_slow(late):
     """The stand-in's false slow link (seen twice: a healthy node's send at 0.49x): its plan reached
     it 0.3 of a round late, and the sender's time to the answer counted its partner's wait. Each figure
     is now bytes over the receiver's span of the stream, whichever end was late."""
     round_s = 1.0
     endpoints = [net.SweepEndpoint(SECRET, "run1", rank, "127.0.0.1") for rank in range(3)]
-    rows, _took = sweep_all(endpoints, round_s=round_s, late={2: 0.3 * round_s})
+    rows, _took = sweep_all(endpoints, round_s=round_s, late={2: late * round_s})
     measurements = []
     for r in range(2):
         measurements.append(
@@ -255,5 +257,27 @@ def test_a_node_whose_plan_came_late_is_not_read_as_slow():
         )
     found = _sweep.localise(measurements, nodes=3)
     assert found["slow"] == [], found["nodes"]
-    # The late node's own sends read like the others' (before: 0.485x the median).
-    assert found["nodes"]["2"]["send_ratio"] > 0.7, found["nodes"]
+    # The late node's own sends and receives read like the others' (before: its send 0.485x the median).
+    assert found["nodes"]["2"]["send_ratio"] > 0.7 and found["nodes"]["2"]["recv_ratio"] > 0.7, found["nodes"]
+
+
+def test_a_stream_that_stalls_before_the_windows_end_reads_slow():
+    """A lossy or flapping link: the sender's bytes stop arriving early in the window while its
+    connection stays open. The stall is the link's time: the figure is bytes over the window, not over
+    the first to the last byte (which would read the stalled link as fast as a healthy one)."""
+    round_s = 0.6
+    receiver = net.SweepEndpoint(SECRET, "run1", 1, "127.0.0.1")
+    start_at = time.monotonic() + 0.2
+    plan = [{"round": 0, "shift": 1, "send_to": 0, "recv_from": 0}]
+    done = {}
+    thread = threading.Thread(target=lambda: done.update(rows=receiver.run(plan, start_at, round_s)))
+    thread.start()
+    time.sleep(max(0.0, start_at - time.monotonic()) + 0.02)
+    with socket.create_connection(("127.0.0.1", receiver.port)) as conn:
+        conn.sendall(net.hello(SECRET, "run1", 0, 0))
+        conn.sendall(bytes(4 * net.CHUNK))  # a short burst, then nothing until the window's end
+        time.sleep(net.SEND_SHARE * round_s)
+        answer = json.loads(conn.makefile("rb").readline(net.HELLO_MAX))
+    thread.join(5)
+    assert answer["bytes"] == 4 * net.CHUNK
+    assert answer["seconds"] >= 0.8 * (net.SEND_SHARE * round_s - 0.02), answer
