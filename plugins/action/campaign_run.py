@@ -8,6 +8,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import os
+import re
 import shutil
 import sys
 import zlib
@@ -56,8 +57,19 @@ ID_MAX = 48
 INVENTORY_DIRS = ("group_vars", "host_vars")
 
 
+def _given(value: Any) -> Any:
+    """A value as -e key=value gives it (a string) read as the YAML it spells: 'false', '4'."""
+    if isinstance(value, str) and value.strip():
+        try:
+            return yaml.safe_load(value)
+        except yaml.YAMLError:
+            return value
+    return value
+
+
 def checked(values: dict[str, Any]) -> dict[str, Any]:
     """The campaign's settings, each checked (ValueError naming the variable and its value)."""
+    values = {name: _given(value) for name, value in values.items()}
     sizes, seed = values.get("aorta_scaling_sizes"), values.get("aorta_scaling_seed")
     if sizes in ("", None, []):
         sizes = None
@@ -117,7 +129,7 @@ def group_inventory(
     write_text_atomic(cluster, healthy_cluster(source, [n for n in nodes if n not in keep]), 0o600)
     inventory = base + ".aorta.yml"
     text = yaml.safe_dump({"plugin": "aorta.cluster.cluster_json", "path": cluster, **options}, sort_keys=False)
-    write_text_atomic(inventory, "---\n" + text, 0o644)
+    write_text_atomic(inventory, "---\n" + text, 0o600)  # the source's own options, whatever they hold
     here = os.path.dirname(cluster)
     for name in INVENTORY_DIRS:
         found, link = os.path.join(os.path.dirname(os.path.abspath(source)), name), os.path.join(here, name)
@@ -126,25 +138,49 @@ def group_inventory(
     return inventory, cluster
 
 
-def group_result(where: str, nodes: list[str], code: int | None, log: str, campaign_dir: str) -> dict[str, Any]:
-    """What a group's run left (_figures.group_run), or, where it wrote no run.json, a FAILED group
-    that says where its console went."""
-    record = read_json_object(os.path.join(where, "run.json"))
-    if record is None:
+def group_result(
+    where: str, nodes: list[str], code: int | None, log: str, campaign_dir: str, run_id: str
+) -> dict[str, Any]:
+    """What a group's run left (_figures.group_run, with ``recorded``), or, where it wrote no run.json
+    of its own id, a FAILED group that says where its console went (a run.json of another id is an
+    earlier run's, never this group's)."""
+    record = read_json_object(os.path.join(where, "run.json")) or {}
+    recorded = record.get("run_id") == run_id
+    if not recorded:
         said = "never started (the campaign was stopped)" if code is None else f"exited {code} with no run.json"
         record = {
+            "run_id": run_id,
             "status": "STOPPED" if code is None else "FAILED",
             "nodes": [{"name": node, "rank": rank} for rank, node in enumerate(nodes)],
             "message": f"its ansible-playbook {said}; see {log}",
         }
-    return _figures.group_run(
-        record, read_json_object(os.path.join(where, REPORT)), os.path.relpath(where, campaign_dir)
-    )
+    report = read_json_object(os.path.join(where, REPORT)) if recorded else None
+    return dict(_figures.group_run(record, report, os.path.relpath(where, campaign_dir)), recorded=recorded)
 
 
-def stop_requested() -> bool:
-    """The campaign's first Ctrl-C or SIGTERM (plugin_utils/watch/_interrupt), read at each poll."""
-    return _interrupt.requested() is not None
+def earlier_campaign(where: str) -> str:
+    """What of an earlier campaign ``where`` holds ('' when nothing): its record, or its groups'
+    directories (one killed before it recorded), whose run.json files would be read as this one's."""
+    if os.path.exists(os.path.join(where, "campaign.json")):
+        return "campaign.json"
+    try:
+        found = sorted(
+            name for name in os.listdir(where) if name == "opening" or re.fullmatch(r"k\d+(-rung\d+)?", name)
+        )
+    except OSError:
+        return ""
+    return ", ".join(found)
+
+
+def stopper(parent: int) -> Any:
+    """Whether the campaign must stop, read at each poll: its first Ctrl-C or SIGTERM
+    (plugin_utils/watch/_interrupt), or ansible-playbook gone (an AWX cancel kills its process group,
+    which this worker, in a session of its own, is not part of: it must not go on alone)."""
+
+    def stop_requested() -> bool:
+        return _interrupt.requested() is not None or os.getppid() != parent
+
+    return stop_requested
 
 
 class ActionModule(Step):
@@ -201,8 +237,11 @@ class ActionModule(Step):
             result.update(failed=True, msg=str(exc))
             return result
         campaign_id, where, nodes, settings = plan["id"], plan["dir"], plan["nodes"], plan["settings"]
-        if os.path.exists(os.path.join(where, "campaign.json")):
-            said = f"aorta_run_id: campaign {campaign_id} is recorded in {where} already; leave aorta_run_id out"
+        if earlier_campaign(where):
+            said = (
+                f"aorta_results_dir: {where} holds a campaign already ({earlier_campaign(where)}); a campaign writes "
+                "nothing over another's runs: leave aorta_run_id and aorta_results_dir out, or name a new directory"
+            )
             result.update(failed=True, msg=said)
             return result
         result.update(campaign_id=campaign_id, results_dir=where)
@@ -214,19 +253,22 @@ class ActionModule(Step):
             return result
         say = _console.printer(where, display.display)
         make_dirs(where)
-        _interrupt.note_run(campaign_id, len(nodes))
+        # No _interrupt.note_run: a second Ctrl-C's "stop it later" line would name the campaign's id,
+        # which no node runs (each group's run has its own: docs/scaling.md says how to stop one).
         say(
             f"scaling campaign {campaign_id} on {len(nodes)} nodes (seed {settings['aorta_scaling_seed']}); "
             f"results in {where}"
         )
+        stop_requested = stopper(os.getppid())
         try:
-            document = _rungs.campaign(campaign_id, nodes, settings, self._runner(plan, say), stop_requested, say)
-        except (_ladder.LadderError, ClusterFileError, OSError) as exc:
+            runner = self._runner(plan, say, stop_requested)
+            document = _rungs.campaign(campaign_id, nodes, settings, runner, stop_requested, say)
+        except (_ladder.LadderError, ClusterFileError, OSError, _children.ChildError) as exc:
             result.update(failed=True, msg=f"campaign {campaign_id}: {exc}")
             return result
         paths = self.write(where, document)
         verdict = document["verdict"]
-        line = f"campaign {campaign_id}: {'STOPPED, ' if document.get('stopped') else ''}{verdict['verdict']}"
+        line = f"campaign {campaign_id}: {verdict['verdict']}"
         line += f": {'; '.join(verdict['reasons'])}" if verdict["reasons"] else ""
         say(line[:600])
         say(f"campaign record: {paths['campaign']}; page: {paths['page']}")
@@ -236,7 +278,7 @@ class ActionModule(Step):
         return result
 
     @staticmethod
-    def _runner(plan: dict[str, Any], say: Any) -> Any:
+    def _runner(plan: dict[str, Any], say: Any, stop_requested: Any) -> Any:
         """run_groups for _rungs.campaign: each group's cluster file, argv and console log, then every
         group of the rung through _children.run_all, then what each left."""
         where, parallel = plan["dir"], plan["settings"]["aorta_scaling_parallel"]
@@ -262,7 +304,18 @@ class ActionModule(Step):
             size = len(groups[0]) if groups else 0
             say(f"{label}: {plural(len(groups), 'group')} of {size}, {min(len(groups), parallel)} at once")
             codes, _stopped = _children.run_all(jobs, parallel, stop_requested)
-            return [group_result(d, g, c, j[1], where) for d, g, c, j in zip(dirs, groups, codes, jobs, strict=True)]
+            ids = [f"{plan['id']}-{label}-g{number}" for number in range(len(groups))]
+            found = [
+                group_result(d, g, c, j[1], where, i)
+                for d, g, c, j, i in zip(dirs, groups, codes, jobs, ids, strict=True)
+            ]
+            if found and not any(run["recorded"] for run in found) and not stop_requested():
+                # What every group shares failed (a vault, an option, the controller): no node's fault.
+                raise _children.ChildError(
+                    f"{label}: no group's run recorded anything (each ansible-playbook stopped before its run "
+                    f"began); no node is named for it. The first one's output: {jobs[0][1]}"
+                )
+            return found
 
         return run_groups
 

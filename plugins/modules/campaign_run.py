@@ -13,7 +13,9 @@ module: campaign_run
 short_description: Run the scaling ladder on the nodes of a cluster file and name the bad nodes
 version_added: 0.1.0
 description:
-  - "Runs every node alone, then in pairs, fours ... and last every node still in the campaign (or the
+  - "From 3 nodes, first an opening run of every node (C(aorta_scaling_opening)), into
+    C(<campaign dir>/opening/g0/): its fabric sweep names a slow link, its preflight a failing node."
+  - "Then runs every node alone, in pairs, fours ... and last every node still in the campaign (or the
     sizes in C(aorta_scaling_sizes)); each rung's groups run at once, each an ordinary run of
     C(aorta_multinode.yml) on a cluster file of the group's own, in an C(ansible-playbook) of its own
     (C(aorta_scaling_parallel) at once), into C(<campaign dir>/k<size>/g<i>/)."
@@ -24,10 +26,12 @@ description:
   - "Writes C(campaign.json), C(junit.xml) and C(scaling.html) in the campaign's directory
     (C(aorta_results_dir), else C(aorta_results_root)/<campaign id>) and fails when the campaign's
     verdict is FAIL or it was stopped."
-  - "The first Ctrl-C (or SIGTERM) is handed to every running group as its own first Ctrl-C: each
-    stops its nodes and records STOPPED; no further group starts."
-  - "Each group's run repeats the campaign's C(-e) options, verbosity, forks, user, key and SSH
-    arguments; a password prompt (C(-k), C(-K)) cannot be repeated and is refused."
+  - "The first Ctrl-C (or SIGTERM, or ansible-playbook gone: an AWX cancel) is handed to every running
+    group as its own first Ctrl-C: each stops its nodes and records STOPPED; no further group starts,
+    and the rung it interrupted is not judged."
+  - "Each group's run repeats the campaign's C(-e) options, verbosity, forks, user, key, SSH arguments
+    and vault options; a password prompt (C(-k), C(-K), C(--ask-vault-pass)) cannot be repeated and is
+    refused."
 options: {}
 extends_documentation_fragment:
   - aorta.cluster._attributes.controller
@@ -43,7 +47,9 @@ EXAMPLES = r"""
 
 RETURN = r"""
 campaign_id:
-  description: The campaign's id (C(aorta_run_id), else made like a run's); each group's run id is C(<id>-k<size>-g<i>).
+  description:
+    - The campaign's id (C(aorta_run_id), else made like a run's; 48 characters at most).
+    - Each group's run id is C(<id>-k<size>-g<i>), the opening's C(<id>-opening-g0).
   returned: always
   type: str
   sample: 20261207T101500-a1b2c3

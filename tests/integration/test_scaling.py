@@ -13,8 +13,10 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
+import time
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
@@ -28,6 +30,7 @@ STANDIN = REPO / "tests" / "standin" / "standin.py"
 # Each rank computes 50 ms a step (a sleep, as a GPU kernel leaves the host idle): a node 1.6x slower
 # is some 1.5x the median iteration, clear of the shared machine's noise (a few ms a step).
 PROFILE = STRAGGLER_PROFILE
+NODES = 4
 
 
 class Four:
@@ -45,11 +48,26 @@ class Four:
     def nodes(self) -> list[str]:
         return list(json.loads((self.out / "cluster.json").read_text())["node_dict"])
 
-    def campaign(self, tmp_path: Path, **extra) -> tuple[subprocess.CompletedProcess, dict, Path]:
-        where = tmp_path / "campaign"
+    def argv(self, where: Path, **extra) -> list[str]:
         given = {"aorta_results_dir": str(where), "aorta_training_overrides": PROFILE, **extra}
         argv = [str(BIN / "ansible-playbook"), "aorta.cluster.scaling", "-i", str(self.out / "cluster.json")]
-        argv += ["-e", f"@{self.out / 'vars.yml'}", "-e", json.dumps(given)]
+        return [*argv, "-e", f"@{self.out / 'vars.yml'}", "-e", json.dumps(given)]
+
+    def containers_left(self) -> list[str]:
+        """Containers of any aorta run still on any of the four nodes (the stand-in's docker in each)."""
+        names = [f"aorta-standin-{self.instance}-n{i}" for i in range(NODES)]
+        argv = ["docker", "ps", "-a", "--filter", "label=aorta.cluster.run", "-q"]
+        return [
+            line
+            for name in names
+            for line in subprocess.run(
+                ["docker", "exec", name, *argv], capture_output=True, text=True, check=True
+            ).stdout.split()
+        ]
+
+    def campaign(self, tmp_path: Path, **extra) -> tuple[subprocess.CompletedProcess, dict, Path]:
+        where = tmp_path / "campaign"
+        argv = self.argv(where, **extra)
         proc = subprocess.run(argv, cwd=REPO, env=ENV, capture_output=True, text=True, timeout=900, check=False)
         (tmp_path / "campaign.ansible.log").write_text(proc.stdout + "\n--- stderr ---\n" + proc.stderr)
         found = where / "campaign.json"
@@ -61,7 +79,7 @@ class Four:
 def four():
     cluster = Four()
     with machine_share(whole=False):
-        cluster.standin("up", "--nodes", "4")
+        cluster.standin("up", "--nodes", str(NODES))
     yield cluster
     with machine_share(whole=False):
         cluster.standin("down")
@@ -157,3 +175,34 @@ def test_a_throttled_link_is_named_by_the_opening_run_and_no_rung_runs_it(four, 
     assert [r["size"] for r in document["rungs"]] == [2] and len(document["rungs"][0]["left_out"]) == 1
     assert all(slow not in g["nodes"] for rung in document["rungs"] for g in rung["groups"])
     agree(document, where)
+
+
+def test_ctrl_c_stops_every_group_of_a_rung_and_names_nobody(four, tmp_path):
+    """The terminal's Ctrl-C (SIGINT to the campaign's process group) during rung 1: every group's
+    run gets it as its own first Ctrl-C (its ansible-playbook runs in a session of its own), stops its
+    node and records STOPPED; the rung is not judged, no later rung starts, no container is left."""
+    where = tmp_path / "campaign"
+    log = tmp_path / "campaign.ansible.log"
+    with open(log, "w") as out:
+        proc = subprocess.Popen(
+            four.argv(where, aorta_scaling_opening=False),
+            cwd=REPO, env=ENV, stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
+        )  # fmt: skip
+        # Every rung-1 group has launched its container (its supervisor is running the steps).
+        deadline = time.monotonic() + 300
+        logs = [where / "k1" / f"g{i}.console.log" for i in range(NODES)]
+        while time.monotonic() < deadline and not all(
+            p.exists() and "Launch on every node at once" in p.read_text() for p in logs
+        ):
+            time.sleep(0.5)
+        time.sleep(3)
+        os.killpg(proc.pid, signal.SIGINT)
+        assert proc.wait(timeout=300) != 0
+    document = json.loads((where / "campaign.json").read_text())
+    assert document["stopped"] is True and document["rungs"] == [] and document["named"] == []
+    assert document["notes"] == ["rung 1 was stopped: not judged"]
+    statuses = [json.loads((where / "k1" / f"g{i}" / "run.json").read_text())["status"] for i in range(NODES)]
+    assert statuses == ["STOPPED"] * NODES, statuses
+    assert not (where / "k2").exists()
+    assert four.containers_left() == []
+    assert f"campaign {document['campaign_id']}: FAIL: stopped (Ctrl-C) after 0 rungs" in log.read_text()

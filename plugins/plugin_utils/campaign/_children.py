@@ -19,6 +19,7 @@ STOPPED. No further group starts.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -30,7 +31,7 @@ from typing import Any
 
 # The collection's own playbook: the child runs the same version of the collection as the campaign.
 PLAYBOOK = str(Path(__file__).resolve().parents[3] / "playbooks" / "aorta_multinode.yml")
-POLL_S = 0.5
+POLL_S = 0.2  # a stop request reaches the children within this
 
 # The campaign's own command-line options a group's run repeats (ansible.context.CLIARGS key ->
 # option). The inventory is the group's own; a password prompt cannot be repeated (-k is refused).
@@ -52,14 +53,20 @@ class ChildError(ValueError):
 def repeated_options(cliargs: Mapping[str, Any]) -> list[str]:
     """The options of the campaign's command line each group's run repeats: every -e in the order
     given (so a later one still wins), verbosity, forks, user, key, SSH arguments, timeout."""
-    if cliargs.get("ask_pass") or cliargs.get("become_ask_pass"):
+    if cliargs.get("ask_pass") or cliargs.get("become_ask_pass") or cliargs.get("ask_vault_pass"):
         raise ChildError(
             "the scaling campaign runs each group in an ansible-playbook of its own, which cannot ask for a "
-            "password again: give it in the cluster file or use an SSH key or agent instead of -k/-K"
+            "password again: give it in the cluster file or use an SSH key or agent instead of -k/-K, and "
+            "--vault-password-file or --vault-id instead of --ask-vault-pass"
         )
     options: list[str] = []
     for extra in cliargs.get("extra_vars") or ():
         options += ["-e", str(extra)]
+    # Vaulted group_vars or -e @vault.yml: every group's run must open them as the campaign did.
+    for vault_id in cliargs.get("vault_ids") or ():
+        options += ["--vault-id", str(vault_id)]
+    for secret_file in cliargs.get("vault_password_files") or ():
+        options += ["--vault-password-file", str(secret_file)]
     verbosity = int(cliargs.get("verbosity") or 0)
     if verbosity:
         options.append("-" + "v" * verbosity)
@@ -81,7 +88,14 @@ def child_argv(
     # torchrun at every rung: ``auto`` would launch a group of one node with Aorta's own script, which
     # takes no --override (aorta_training_overrides), so rung 1 would run another workload than the
     # rungs above it and the efficiency curve would compare the two.
-    ours = {"aorta_run_id": run_id, "aorta_results_dir": results_dir, "aorta_master_launch_mode": "torchrun"}
+    # And every node of the group in its run: a node preflight excluded would still count in the group's
+    # throughput per node, and its group's pace would clear it.
+    ours = {
+        "aorta_run_id": run_id,
+        "aorta_results_dir": results_dir,
+        "aorta_master_launch_mode": "torchrun",
+        "aorta_exclude_unhealthy": False,
+    }
     if by_variable:
         ours["aorta_cluster_file"] = source
     inventory = "localhost," if by_variable else source
@@ -116,6 +130,24 @@ def run_all(
     running: dict[int, Any] = {}
     waiting = list(range(len(jobs)))
     stopping = False
+    try:
+        stopping = _run(jobs, parallel, stop_requested, popen, sleep, started, codes, running, waiting)
+    except BaseException:
+        # A child could not be started (no file descriptor, no memory) or this process is leaving:
+        # every run already started is stopped as its own Ctrl-C stops it, and waited for.
+        for child in running.values():
+            with contextlib.suppress(OSError):
+                child.send_signal(signal.SIGINT)
+        for child in running.values():
+            with contextlib.suppress(Exception):
+                child.wait()
+        raise
+    return codes, stopping
+
+
+def _run(jobs, parallel, stop_requested, popen, sleep, started, codes, running, waiting) -> bool:
+    """run_all's loop: the children started, polled and, on a stop request, signalled once."""
+    stopping = False
     while waiting or running:
         if not stopping and stop_requested():
             stopping = True
@@ -138,4 +170,4 @@ def run_all(
                 del running[index]
         if running:
             sleep(POLL_S)
-    return codes, stopping
+    return stopping

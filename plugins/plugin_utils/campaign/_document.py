@@ -46,9 +46,15 @@ def verdict(
     named: Sequence[Mapping[str, Any]],
     suspects: Sequence[Mapping[str, Any]],
     min_efficiency: float | None = None,
+    opening: Mapping[str, Any] | None = None,
+    stopped: bool = False,
 ) -> dict[str, Any]:
     """``{verdict, reasons}``: PASS, or FAIL with one reason per kind of trouble, each naming what."""
     reasons = []
+    if stopped:
+        reasons.append(f"stopped (Ctrl-C) after {plural(len(rungs), 'rung')}: not every rung ran")
+    if opening and opening.get("status") != "COMPLETED" and not opening.get("named"):
+        reasons.append(f"the opening run of every node ended {opening.get('status')} naming no node")
     if named:
         nodes = [str(entry["node"]) for entry in named]
         reasons.append(f"named {plural(len(nodes), 'node')}: {first_names(nodes, SHOWN)}")
@@ -78,6 +84,8 @@ def document(
     settings: Mapping[str, Any],
     rungs: Sequence[Mapping[str, Any]],
     judge: Any,
+    opening: Mapping[str, Any] | None = None,
+    stopped: bool = False,
 ) -> dict[str, Any]:
     """campaign.json: who, how it was grouped (the seed replays it), each rung's figures and groups,
     the nodes named with their evidence, what stayed unresolved, and the verdict."""
@@ -88,11 +96,15 @@ def document(
         "seed": seed,
         "nodes": list(nodes),
         "settings": dict(settings),
+        "opening": dict(opening) if opening else None,
         "rungs": list(rungs),
         "named": named,
         "suspects": list(judge.suspects),
         "notes": list(judge.notes),
-        "verdict": verdict(rungs, named, judge.suspects, settings.get("aorta_scaling_min_efficiency")),
+        "stopped": stopped,
+        "verdict": verdict(
+            rungs, named, judge.suspects, settings.get("aorta_scaling_min_efficiency"), opening, stopped
+        ),
     }
 
 

@@ -33,14 +33,22 @@ def positive(value: Any) -> float | None:
 
 
 def named_nodes(record: Mapping[str, Any], report: Mapping[str, Any] | None) -> list[dict[str, str]]:
-    """The nodes a group's own run named, each ``{node, kind, why}``: the nodes that failed it
-    (run.json's ``failed_nodes``, its status and message), the fabric sweep's slow nodes, and the
-    report's slow nodes and straggler ranks' nodes."""
+    """The nodes a group's own run named, each ``{node, kind, why}``: the node it failed on first
+    (run.json's ``first_failure``, its status and message; every failed node where each failed its
+    own check for one reason), the fabric sweep's slow nodes, and the report's slow nodes and
+    straggler ranks' nodes."""
     found: list[dict[str, str]] = []
     status = str(record.get("status") or "")
+    message = str(record.get("message") or status)
     if status and status != "COMPLETED":
-        for node in _list(record.get("failed_nodes")):
-            found.append({"node": str(node), "kind": status.lower(), "why": str(record.get("message") or status)})
+        # The node the run says the trouble started on: failed_nodes lists every node that was not
+        # ok, the ranks that only lost a peer and, in a timeout, every node that waited. Every node
+        # only where each failed its own check for one reason (an image no node holds).
+        failed = [str(node) for node in _list(record.get("failed_nodes"))]
+        first = record.get("first_failure")
+        origin = failed if message.startswith("every node: ") else [str(first)] if first else []
+        for node in origin:
+            found.append({"node": node, "kind": status.lower(), "why": message})
     sweep = _dict(record.get("fabric_sweep"))
     for item in (_dict(i) for i in _list(sweep.get("slow"))):
         why = f"fabric sweep: {item.get('direction')} {item.get('ratio')}x its run's median"

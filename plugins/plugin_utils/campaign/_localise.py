@@ -40,8 +40,9 @@ from ansible_collections.aorta.cluster.plugins.plugin_utils.campaign._figures im
 DEFAULT_SLOW = 0.15
 # What a run's report says of a node's compute: the opening run leaves it to rung 1 (every node alone).
 RUNG_1_KINDS = frozenset(("slow_node", "straggler"))
-# What ends a group's run without its figures being a judgement of speed.
-ENDED_BADLY = frozenset(("FAILED", "TIMEOUT", "STOPPED", "HUNG"))
+# What ends a group's run without its figures being a judgement of speed, on the group's account (a
+# STOPPED group was stopped by the campaign's own Ctrl-C: no evidence against any member).
+ENDED_BADLY = frozenset(("FAILED", "TIMEOUT", "HUNG"))
 
 
 def reference(times: Iterable[float]) -> float | None:

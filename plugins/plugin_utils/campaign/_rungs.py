@@ -52,8 +52,12 @@ def campaign(
     opening = None
     if settings.get("aorta_scaling_opening", True) and len(nodes) >= OPENING_NODES and not stopped():
         run = run_groups(OPENING, [list(nodes)])[0]
-        opening = dict(judge.opening(run), dir=run.get("dir"), run_id=run.get("run_id"))
-        said(opening_line(opening))
+        if stopped():  # stopped part-way by the campaign's own Ctrl-C: no evidence against a node
+            judge.notes.append("the opening run was stopped: not judged")
+        else:
+            opening = dict(judge.opening(run), dir=run.get("dir"), run_id=run.get("run_id"))
+            said(opening_line(opening))
+    used: set[str] = set()
     for index, size in enumerate(sizes):
         if stopped():
             break
@@ -62,7 +66,13 @@ def campaign(
         if k is None:
             continue
         made, left_out = _ladder.groups(present, k, previous, seed, index)
-        runs = run_groups(f"k{k}", made)
+        # A directory per rung: the top rung may shrink to a size run before (nodes left after rung 2).
+        label = f"k{k}" if f"k{k}" not in used else f"k{k}-rung{index}"
+        used.add(label)
+        runs = run_groups(label, made)
+        if stopped():
+            judge.notes.append(f"rung {k} was stopped: not judged")
+            break
         judged = judge.judge(k, runs)
         if k == 1:
             alone = _figures.rung_figures(k, runs, None)["samples_per_second_per_node"]
@@ -72,9 +82,7 @@ def campaign(
         rungs.append(entry)
         said(rung_line(entry, len(present)))
         previous, previous_size = made, k
-    document = _document.document(campaign_id, nodes, seed, settings, rungs, judge)
-    document["opening"] = opening
-    document["stopped"] = stopped()
+    document = _document.document(campaign_id, nodes, seed, settings, rungs, judge, opening, stopped())
     document["left"] = _localise.still_in(nodes, judge, exclude)
     return document
 

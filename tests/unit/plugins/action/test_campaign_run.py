@@ -39,7 +39,7 @@ def test_the_defaults_are_checked_into_their_values():
         ("aorta_scaling_seed", True, "is not a whole number >= 0"),
         ("aorta_scaling_min_efficiency", 1.5, "is not a fraction in (0, 1]"),
         ("aorta_scaling_parallel", 0, "is not a whole number >= 1"),
-        ("aorta_scaling_exclude", "yes", "is not true or false"),
+        ("aorta_scaling_exclude", "maybe", "is not true or false"),
         ("aorta_scaling_opening", 1, "is not true or false"),
     ],
 )
@@ -85,10 +85,17 @@ def test_the_campaigns_yaml_source_options_are_repeated(tmp_path):
 
 
 def test_a_group_with_no_run_json_is_failed_and_says_where_its_console_is(tmp_path):
-    found = campaign_run.group_result(str(tmp_path / "k2" / "g1"), ["a", "b"], 2, "/c/k2/g1.console.log", str(tmp_path))
+    where = tmp_path / "k2" / "g1"
+    found = campaign_run.group_result(str(where), ["a", "b"], 2, "/c/k2/g1.console.log", str(tmp_path), "c-k2-g1")
     assert found["status"] == "FAILED" and found["nodes"] == ["a", "b"] and found["dir"] == "k2/g1"
-    never = campaign_run.group_result(str(tmp_path / "g"), ["a"], None, "/c/g.log", str(tmp_path))
+    assert found["recorded"] is False and found["run_id"] == "c-k2-g1"
+    never = campaign_run.group_result(str(tmp_path / "g"), ["a"], None, "/c/g.log", str(tmp_path), "c-k1-g0")
     assert never["status"] == "STOPPED"
+    # An earlier run's run.json in the directory (its id is not the group's) is never read as the group's.
+    where.mkdir(parents=True)
+    (where / "run.json").write_text(json.dumps({"run_id": "old-k2-g1", "status": "COMPLETED", "nodes": []}))
+    stale = campaign_run.group_result(str(where), ["a", "b"], 1, "log", str(tmp_path), "c-k2-g1")
+    assert stale["status"] == "FAILED" and stale["recorded"] is False
 
 
 def test_a_groups_run_json_and_report_are_read(tmp_path):
@@ -98,13 +105,34 @@ def test_a_groups_run_json_and_report_are_read(tmp_path):
     (where / "run.json").write_text(json.dumps(record))
     report = {"run": {"samples_per_second": 10.0}, "performance": {"avg_step_time_ms": 12.5}}
     (where / "aorta_benchmark_report.json").write_text(json.dumps(report))
-    found = campaign_run.group_result(str(where), ["a"], 0, "log", str(tmp_path))
-    assert (found["status"], found["iteration_ms"], found["samples_per_second"], found["run_id"]) == (
+    found = campaign_run.group_result(str(where), ["a"], 0, "log", str(tmp_path), "c-k1-g0")
+    assert (found["status"], found["iteration_ms"], found["samples_per_second"], found["recorded"]) == (
         "COMPLETED",
         12.5,
         10.0,
-        "c-k1-g0",
+        True,
     )
+
+
+def test_a_directory_with_an_earlier_campaigns_groups_is_refused(tmp_path):
+    assert campaign_run.earlier_campaign(str(tmp_path / "none")) == ""
+    (tmp_path / "logs").mkdir()
+    assert campaign_run.earlier_campaign(str(tmp_path)) == ""
+    (tmp_path / "k2-rung3").mkdir()
+    (tmp_path / "opening").mkdir()
+    assert campaign_run.earlier_campaign(str(tmp_path)) == "k2-rung3, opening"  # killed before it recorded
+    (tmp_path / "campaign.json").write_text("{}")
+    assert campaign_run.earlier_campaign(str(tmp_path)) == "campaign.json"
+
+
+def test_settings_given_as_key_value_strings_are_read_as_what_they_spell():
+    found = campaign_run.checked({"aorta_scaling_opening": "false", "aorta_scaling_parallel": "4"})
+    assert found["aorta_scaling_opening"] is False and found["aorta_scaling_parallel"] == 4
+
+
+def test_the_campaign_stops_when_ansible_playbook_is_gone():
+    assert campaign_run.stopper(os.getppid())() is False
+    assert campaign_run.stopper(os.getppid() + 100000)() is True  # an AWX cancel killed its process group
 
 
 def test_a_campaign_without_a_cluster_file_is_refused(play, tmp_path):

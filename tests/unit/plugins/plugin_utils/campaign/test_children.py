@@ -8,6 +8,7 @@ their logs, one SIGINT each on a stop request, nothing started after it)."""
 from __future__ import annotations
 
 import json
+import subprocess
 import sys
 import time
 
@@ -30,10 +31,15 @@ def test_the_campaigns_options_are_repeated_in_order():
     assert options[6:] == ["-vv", "--forks", "50", "--private-key", "/k/id", "--ssh-common-args", "-o X=y"]
 
 
-@pytest.mark.parametrize("prompt", ["ask_pass", "become_ask_pass"])
+@pytest.mark.parametrize("prompt", ["ask_pass", "become_ask_pass", "ask_vault_pass"])
 def test_a_password_prompt_is_refused(prompt):
     with pytest.raises(_children.ChildError, match="cannot ask for a password again"):
         _children.repeated_options({prompt: True})
+
+
+def test_the_vault_options_are_repeated():
+    cliargs = {"vault_ids": ["prod@/k/prod.txt"], "vault_password_files": ["/k/pw"]}
+    assert _children.repeated_options(cliargs) == ["--vault-id", "prod@/k/prod.txt", "--vault-password-file", "/k/pw"]
 
 
 def test_the_groups_run_id_and_directory_come_last():
@@ -46,6 +52,8 @@ def test_the_groups_run_id_and_directory_come_last():
         "aorta_results_dir": "/c/k2/g0",
         # A group of one node would run Aorta's own script (no --override): another workload than rung 2's.
         "aorta_master_launch_mode": "torchrun",
+        # A node preflight excluded would count in the group's throughput per node and be cleared by it.
+        "aorta_exclude_unhealthy": False,
     }
     assert _children.PLAYBOOK.endswith("playbooks/aorta_multinode.yml")
     # Nodes read from -e aorta_cluster_file: the group's file the same way, over localhost alone.
@@ -116,3 +124,35 @@ def test_a_child_runs_in_a_session_of_its_own(tmp_path, monkeypatch):
     job = ([sys.executable, "-c", "import os; print(os.getsid(0) == os.getpid())"], str(tmp_path / "g.log"))
     assert _children.run_all([job], 1, lambda: False) == ([0], False)
     assert (tmp_path / "g.log").read_text().strip() == "True"
+
+
+def test_children_already_started_are_stopped_and_waited_for_when_one_cannot_start(tmp_path, monkeypatch):
+    """No file descriptor or memory left for the third child: the two running get their SIGINT and
+    are waited for before the error goes on (none is left running unwatched)."""
+    monkeypatch.setattr(_children, "POLL_S", 0.05)
+    code = (
+        "import signal, sys, time\n"
+        "got = []\n"
+        "signal.signal(signal.SIGINT, lambda *a: got.append(1))\n"
+        "print('ready', flush=True)\n"
+        "end = time.time() + 10\n"
+        "while not got and time.time() < end: time.sleep(0.02)\n"
+        "print('stopped' if got else 'not stopped', flush=True)\n"
+    )
+    started = []
+
+    def popen(argv, **kwargs):
+        if len(started) == 2:
+            for index in range(2):  # both are listening for their SIGINT before the failure
+                while "ready" not in (tmp_path / f"g{index}.log").read_text():
+                    time.sleep(0.02)
+            raise OSError(24, "Too many open files")
+        child = subprocess.Popen(argv, **kwargs)
+        started.append(child)
+        return child
+
+    jobs = [([sys.executable, "-c", code], str(tmp_path / f"g{i}.log")) for i in range(3)]
+    with pytest.raises(OSError, match="Too many open files"):
+        _children.run_all(jobs, 3, lambda: False, popen=popen)
+    assert [child.poll() for child in started] == [0, 0]
+    assert [(tmp_path / f"g{i}.log").read_text().split() for i in (0, 1)] == [["ready", "stopped"]] * 2

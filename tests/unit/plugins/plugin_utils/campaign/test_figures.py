@@ -29,7 +29,8 @@ def test_a_groups_run_json_and_report_are_what_the_campaign_judges():
 
 def test_the_nodes_a_run_named_come_with_their_kind_and_why():
     record = copy.deepcopy(SAMPLE)
-    record.update(status="FAILED", failed_nodes=["b"], message="b: not reached")
+    # Every node not ok is in failed_nodes (a rank that only lost its peer too): the first is named.
+    record.update(status="FAILED", failed_nodes=["b", "a"], first_failure="b", message="b: not reached")
     record["fabric_sweep"]["slow"] = [{"node": "c", "direction": "send", "ratio": 0.1}]
     report = {"slow_nodes": [{"node": "d"}], "stragglers": [{"rank": 5, "node": "e"}]}
     assert _figures.named_nodes(record, report) == [
@@ -41,6 +42,15 @@ def test_the_nodes_a_run_named_come_with_their_kind_and_why():
     # A run with no report (it failed before any trace): its record alone; no figure of speed.
     found = _figures.group_run(record, None)
     assert found["iteration_ms"] is None and [n["node"] for n in found["named"]] == ["b", "c"]
+
+
+def test_every_node_is_named_only_where_each_failed_its_own_check_for_one_reason():
+    record = {"status": "FAILED", "failed_nodes": ["a", "b"], "first_failure": "a"}
+    record["message"] = "every node: preflight[image]: x is not on the node"
+    assert [n["node"] for n in _figures.named_nodes(record, None)] == ["a", "b"]
+    # A timeout names the laggard the run put first, not every node that waited for it.
+    record = {"status": "TIMEOUT", "failed_nodes": ["c", "a", "b"], "first_failure": "c", "message": "TIMEOUT on 3"}
+    assert _figures.named_nodes(record, None) == [{"node": "c", "kind": "timeout", "why": "TIMEOUT on 3"}]
 
 
 def test_a_rungs_figures():

@@ -141,7 +141,10 @@ def test_after_a_stop_request_no_further_rung_starts():
     calls = []
     document = _rungs.campaign("c", NODES, {}, scripted(calls=calls), stopped=lambda: len(calls) > 1)
     assert [label for label, _groups in calls] == ["opening", "k1"]
-    assert len(document["rungs"]) == 1 and document["stopped"] is True
+    # The rung the stop interrupted is not judged: its stopped groups are no evidence against a node.
+    assert document["rungs"] == [] and document["named"] == [] and document["stopped"] is True
+    assert document["notes"] == ["rung 1 was stopped: not judged"]
+    assert document["verdict"] == {"verdict": "FAIL", "reasons": ["stopped (Ctrl-C) after 0 rungs: not every rung ran"]}
 
 
 def test_a_slow_link_is_named_by_the_opening_run_and_no_rung_runs_it():
@@ -158,6 +161,35 @@ def test_two_nodes_have_no_opening_run():
     calls = []
     document = _rungs.campaign("c", NODES[:2], {}, scripted(calls=calls))
     assert [label for label, _groups in calls] == ["k1", "k2"] and document["opening"] is None
+
+
+def test_a_stopped_group_is_no_evidence_against_its_nodes():
+    calls = []
+
+    def stopped_groups(label, groups):
+        runs = scripted(calls=calls)(label, groups)
+        return [dict(run, status="STOPPED", iteration_ms=None) if label == "k1" else run for run in runs]
+
+    document = _rungs.campaign("c", NODES[:4], {"aorta_scaling_opening": False}, stopped_groups)
+    assert document["named"] == [] and document["suspects"] == []
+
+
+def test_a_top_rung_that_shrank_to_a_size_run_before_gets_a_directory_of_its_own():
+    """8 nodes: rung 4's two groups each name three of their nodes, 2 are left; the top rung then runs
+    at 2, a size rung 2 ran at: in k2-rung3, not over rung 2's k2 (its run.json would be read again)."""
+    calls = []
+    healthy = scripted(calls=calls)
+
+    def named_at_4(label, groups):
+        runs = healthy(label, groups)
+        if label == "k4":
+            for run in runs:
+                run["named"] = [{"node": n, "kind": "slow_node", "why": "x"} for n in run["nodes"][1:]]
+        return runs
+
+    document = _rungs.campaign("c", NODES, {"aorta_scaling_opening": False, "aorta_scaling_seed": 1}, named_at_4)
+    assert [label for label, _groups in calls] == ["k1", "k2", "k4", "k2-rung3"]
+    assert document["rungs"][-1]["groups"][0]["dir"] == "k2-rung3/g0"
 
 
 def test_a_rung_line_stays_bounded_at_1000_named_nodes():
