@@ -16,6 +16,17 @@ import pytest
 
 from ansible_collections.aorta.cluster.plugins.plugin_utils.campaign import _children
 
+# A child that takes its first SIGINT as a run takes its first Ctrl-C: it finishes and says so.
+STOPS_ON_SIGINT = (
+    "import signal, sys, time\n"
+    "got = []\n"
+    "signal.signal(signal.SIGINT, lambda *a: got.append(1))\n"
+    "print('ready', flush=True)\n"
+    "end = time.time() + 10\n"
+    "while not got and time.time() < end: time.sleep(0.02)\n"
+    "print('stopped' if got else 'not stopped', flush=True)\n"
+)
+
 
 def test_the_campaigns_options_are_repeated_in_order():
     cliargs = {
@@ -92,16 +103,7 @@ def test_jobs_run_at_most_parallel_at_once_with_their_output_in_their_logs(tmp_p
 
 def test_a_stop_request_hands_each_running_child_one_sigint_and_starts_no_other(tmp_path, monkeypatch):
     monkeypatch.setattr(_children, "POLL_S", 0.05)
-    # Each child takes its first SIGINT as a run takes its first Ctrl-C: it finishes and says so.
-    code = (
-        "import signal, sys, time\n"
-        "got = []\n"
-        "signal.signal(signal.SIGINT, lambda *a: got.append(1))\n"
-        "print('ready', flush=True)\n"
-        "end = time.time() + 10\n"
-        "while not got and time.time() < end: time.sleep(0.02)\n"
-        "print('stopped' if got else 'not stopped', flush=True); sys.exit(3)\n"
-    )
+    code = STOPS_ON_SIGINT + "sys.exit(3)\n"
     jobs = [([sys.executable, "-c", code], str(tmp_path / f"g{i}.log")) for i in range(4)]
     asked = []
 
@@ -130,15 +132,7 @@ def test_children_already_started_are_stopped_and_waited_for_when_one_cannot_sta
     """No file descriptor or memory left for the third child: the two running get their SIGINT and
     are waited for before the error goes on (none is left running unwatched)."""
     monkeypatch.setattr(_children, "POLL_S", 0.05)
-    code = (
-        "import signal, sys, time\n"
-        "got = []\n"
-        "signal.signal(signal.SIGINT, lambda *a: got.append(1))\n"
-        "print('ready', flush=True)\n"
-        "end = time.time() + 10\n"
-        "while not got and time.time() < end: time.sleep(0.02)\n"
-        "print('stopped' if got else 'not stopped', flush=True)\n"
-    )
+    code = STOPS_ON_SIGINT
     started = []
 
     def popen(argv, **kwargs):
