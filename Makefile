@@ -28,7 +28,7 @@ export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
 
 help:
 	@echo "make demo            whole pipeline on a local stand-in cluster (no GPU needed)"
-	@echo "make test            lint, sanity, molecule, unit and integration tests, side by side (about 26 to 28 min on 2 cores)"
+	@echo "make test            lint, sanity, molecule, unit and integration tests, side by side (about 29 to 31 min on 2 cores)"
 	@echo "make venv            the development venv in .venv/ (pinned tools of requirements-dev.txt)"
 	@echo "make lint            ruff, typecheck (mypy), ansible-lint and sanity, each also a target of its own"
 	@echo "make unit            the unit tests alone (about 2 minutes on 2 cores)"

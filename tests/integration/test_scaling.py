@@ -75,7 +75,9 @@ class Four:
         return proc, json.loads(found.read_text()), where
 
 
-@pytest.fixture(scope="module")
+# Session-scoped: with --dist loadgroup the worker may run another module's tests between these,
+# and a module-scoped cluster would then be taken down and started again (89 s each, measured).
+@pytest.fixture(scope="session")
 def four():
     cluster = Four()
     with machine_share(whole=False):
