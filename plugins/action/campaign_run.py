@@ -8,7 +8,6 @@ from __future__ import annotations
 import datetime as dt
 import json
 import os
-import re
 import shutil
 import sys
 import zlib
@@ -33,6 +32,7 @@ from ansible_collections.aorta.cluster.plugins.plugin_utils.cluster._cluster_fil
     healthy_cluster,
 )
 from ansible_collections.aorta.cluster.plugins.plugin_utils.config._settings import in_rank_order, read_json_object
+from ansible_collections.aorta.cluster.plugins.plugin_utils.config._vocabulary import DEFAULTS
 from ansible_collections.aorta.cluster.plugins.plugin_utils.launch._run_id import RunStartError, make_dirs, start
 from ansible_collections.aorta.cluster.plugins.plugin_utils.pages import _scaling_page
 from ansible_collections.aorta.cluster.plugins.plugin_utils.results import _junit
@@ -84,17 +84,17 @@ def checked(values: dict[str, Any]) -> dict[str, Any]:
         bound = None
     elif isinstance(bound, bool) or not isinstance(bound, (int, float)) or not 0 < bound <= 1:
         raise ValueError(f"aorta_scaling_min_efficiency: {bound!r} is not a fraction in (0, 1]")
-    parallel = values.get("aorta_scaling_parallel", 16)
+    parallel = values.get("aorta_scaling_parallel", DEFAULTS["aorta_scaling_parallel"])
     if isinstance(parallel, bool) or not isinstance(parallel, int) or parallel < 1:
         raise ValueError(f"aorta_scaling_parallel: {parallel!r} is not a whole number >= 1")
     for name in ("aorta_scaling_exclude", "aorta_scaling_opening"):
-        if not isinstance(values.get(name, True), bool):
+        if not isinstance(values.get(name, DEFAULTS[name]), bool):
             raise ValueError(f"{name}: {values[name]!r} is not true or false")
     return {
         "aorta_scaling_sizes": sizes,
         "aorta_scaling_seed": seed,
-        "aorta_scaling_exclude": values.get("aorta_scaling_exclude", True),
-        "aorta_scaling_opening": values.get("aorta_scaling_opening", True),
+        "aorta_scaling_exclude": values.get("aorta_scaling_exclude", DEFAULTS["aorta_scaling_exclude"]),
+        "aorta_scaling_opening": values.get("aorta_scaling_opening", DEFAULTS["aorta_scaling_opening"]),
         "aorta_scaling_min_efficiency": bound,
         "aorta_scaling_parallel": parallel,
     }
@@ -164,9 +164,7 @@ def earlier_campaign(where: str) -> str:
     if os.path.exists(os.path.join(where, "campaign.json")):
         return "campaign.json"
     try:
-        found = sorted(
-            name for name in os.listdir(where) if name == "opening" or re.fullmatch(r"k\d+(-rung\d+)?", name)
-        )
+        found = sorted(name for name in os.listdir(where) if _rungs.RUNG_DIR.fullmatch(name))
     except OSError:
         return ""
     return ", ".join(found)
@@ -237,9 +235,10 @@ class ActionModule(Step):
             result.update(failed=True, msg=str(exc))
             return result
         campaign_id, where, nodes, settings = plan["id"], plan["dir"], plan["nodes"], plan["settings"]
-        if earlier_campaign(where):
+        earlier = earlier_campaign(where)
+        if earlier:
             said = (
-                f"aorta_results_dir: {where} holds a campaign already ({earlier_campaign(where)}); a campaign writes "
+                f"aorta_results_dir: {where} holds a campaign already ({earlier}); a campaign writes "
                 "nothing over another's runs: leave aorta_run_id and aorta_results_dir out, or name a new directory"
             )
             result.update(failed=True, msg=said)
@@ -273,7 +272,7 @@ class ActionModule(Step):
         say(line[:600])
         say(f"campaign record: {paths['campaign']}; page: {paths['page']}")
         result.update(changed=True, verdict=verdict, paths=paths)
-        if verdict["verdict"] != "PASS" or document.get("stopped"):
+        if verdict["verdict"] != "PASS":  # a stopped campaign's verdict says so (FAIL)
             result.update(failed=True, msg=line[:600])
         return result
 
@@ -286,11 +285,12 @@ class ActionModule(Step):
         def run_groups(label: str, groups: list[list[str]]) -> list[dict[str, Any]]:
             rung_dir = os.path.join(where, label)
             os.makedirs(rung_dir, exist_ok=True)
-            jobs, dirs = [], []
+            jobs, dirs, ids = [], [], []
             for number, group in enumerate(groups):
                 base = os.path.join(rung_dir, f"g{number}")
                 inventory, cluster = group_inventory(plan["source"], plan["nodes"], group, base, plan["source_options"])
                 run_id = f"{plan['id']}-{label}-g{number}"
+                ids.append(run_id)
                 argv = _children.child_argv(
                     plan["playbook"],
                     cluster if plan["by_variable"] else inventory,
@@ -304,7 +304,6 @@ class ActionModule(Step):
             size = len(groups[0]) if groups else 0
             say(f"{label}: {plural(len(groups), 'group')} of {size}, {min(len(groups), parallel)} at once")
             codes, _stopped = _children.run_all(jobs, parallel, stop_requested)
-            ids = [f"{plan['id']}-{label}-g{number}" for number in range(len(groups))]
             found = [
                 group_result(d, g, c, j[1], where, i)
                 for d, g, c, j, i in zip(dirs, groups, codes, jobs, ids, strict=True)

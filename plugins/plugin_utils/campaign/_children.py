@@ -131,43 +131,42 @@ def run_all(
     waiting = list(range(len(jobs)))
     stopping = False
     try:
-        stopping = _run(jobs, parallel, stop_requested, popen, sleep, started, codes, running, waiting)
+        while waiting or running:
+            if not stopping and stop_requested():
+                stopping = True
+                waiting.clear()
+                for child in running.values():
+                    child.send_signal(signal.SIGINT)
+            while waiting and len(running) < max(1, parallel):
+                index = waiting.pop(0)
+                argv, log = jobs[index]
+                with open(log, "ab") as out:
+                    running[index] = popen(
+                        list(argv),
+                        stdout=out,
+                        stderr=subprocess.STDOUT,
+                        stdin=subprocess.DEVNULL,
+                        start_new_session=True,
+                    )
+                if started:
+                    started(index)
+            for index, child in list(running.items()):
+                code = child.poll()
+                if code is not None:
+                    codes[index] = code
+                    del running[index]
+            if running:
+                sleep(POLL_S)
     except BaseException:
         # A child could not be started (no file descriptor, no memory) or this process is leaving:
-        # every run already started is stopped as its own Ctrl-C stops it, and waited for.
+        # every run already started is stopped as its own Ctrl-C stops it (once: a second SIGINT
+        # would make it leave at once), and waited for.
         for child in running.values():
-            with contextlib.suppress(OSError):
-                child.send_signal(signal.SIGINT)
+            if not stopping:
+                with contextlib.suppress(OSError):
+                    child.send_signal(signal.SIGINT)
         for child in running.values():
             with contextlib.suppress(Exception):
                 child.wait()
         raise
     return codes, stopping
-
-
-def _run(jobs, parallel, stop_requested, popen, sleep, started, codes, running, waiting) -> bool:
-    """run_all's loop: the children started, polled and, on a stop request, signalled once."""
-    stopping = False
-    while waiting or running:
-        if not stopping and stop_requested():
-            stopping = True
-            waiting.clear()
-            for child in running.values():
-                child.send_signal(signal.SIGINT)
-        while waiting and len(running) < max(1, parallel):
-            index = waiting.pop(0)
-            argv, log = jobs[index]
-            with open(log, "ab") as out:
-                running[index] = popen(
-                    list(argv), stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True
-                )
-            if started:
-                started(index)
-        for index, child in list(running.items()):
-            code = child.poll()
-            if code is not None:
-                codes[index] = code
-                del running[index]
-        if running:
-            sleep(POLL_S)
-    return stopping

@@ -12,6 +12,7 @@ scripted runs.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -22,6 +23,8 @@ from ansible_collections.aorta.cluster.plugins.plugin_utils.campaign import _doc
 # names the rung's directory: "opening" (every node, once) or "k<size>".
 RunGroups = Callable[[str, list[list[str]]], list[dict[str, Any]]]
 OPENING = "opening"
+# Every directory a campaign gives a rung: the opening, k<size>, k<size>-rung<index> (a size run again).
+RUNG_DIR = re.compile(rf"{OPENING}|k\d+(-rung\d+)?")
 # The fewest nodes whose opening sweep can put a slow link on one node (_sweep: n >= 3).
 OPENING_NODES = 3
 
