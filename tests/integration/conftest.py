@@ -30,6 +30,7 @@ if os.environ.get("PYTEST_XDIST_WORKER"):
 
 import standin  # noqa: E402  (lives beside the tests, not in a package)
 from installed import build_artifact  # noqa: E402  (beside this file)
+from xdist_groups import pytest_collection_modifyitems  # noqa: E402, F401  (a hook: keeps xdist_group's groups)
 
 BIN = Path(sys.executable).parent
 STATUS_DIR = "/var/tmp/aorta-cluster"  # the stand-in's aorta_lease_dir (the default)
