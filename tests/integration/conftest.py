@@ -29,8 +29,11 @@ if os.environ.get("PYTEST_XDIST_WORKER"):
     os.environ["AORTA_STANDIN_INSTANCE"] = os.environ["PYTEST_XDIST_WORKER"]
 
 import standin  # noqa: E402  (lives beside the tests, not in a package)
+import xdist_groups  # noqa: E402  (beside this file)
 from installed import build_artifact  # noqa: E402  (beside this file)
-from xdist_groups import pytest_collection_modifyitems  # noqa: E402, F401  (a hook: keeps xdist_group's groups)
+
+# The hook that keeps an xdist_group's tests on one worker under pytest 9 (xdist_groups.py says why).
+pytest_collection_modifyitems = xdist_groups.pytest_collection_modifyitems
 
 BIN = Path(sys.executable).parent
 STATUS_DIR = "/var/tmp/aorta-cluster"  # the stand-in's aorta_lease_dir (the default)
