@@ -18,6 +18,7 @@ from ansible import context
 from ansible.errors import AnsibleError
 from ansible.utils.display import Display
 
+from ansible_collections.aorta.cluster.plugins.module_utils.node_runtime import _campaign_ids
 from ansible_collections.aorta.cluster.plugins.module_utils.node_runtime._files import write_text_atomic
 from ansible_collections.aorta.cluster.plugins.module_utils.node_runtime._words import plural
 from ansible_collections.aorta.cluster.plugins.plugin_utils.campaign import (
@@ -164,7 +165,7 @@ def earlier_campaign(where: str) -> str:
     if os.path.exists(os.path.join(where, "campaign.json")):
         return "campaign.json"
     try:
-        found = sorted(name for name in os.listdir(where) if _rungs.RUNG_DIR.fullmatch(name))
+        found = sorted(name for name in os.listdir(where) if _campaign_ids.RUNG_DIR.fullmatch(name))
     except OSError:
         return ""
     return ", ".join(found)
@@ -252,8 +253,8 @@ class ActionModule(Step):
             return result
         say = _console.printer(where, display.display)
         make_dirs(where)
-        # No _interrupt.note_run: a second Ctrl-C's "stop it later" line would name the campaign's id,
-        # which no node runs (each group's run has its own: docs/scaling.md says how to stop one).
+        # A second Ctrl-C leaves, naming the stop that ends every group's run: the campaign's id (run_attach).
+        _interrupt.note_run(campaign_id, len(nodes))
         say(
             f"scaling campaign {campaign_id} on {len(nodes)} nodes (seed {settings['aorta_scaling_seed']}); "
             f"results in {where}"
@@ -289,7 +290,7 @@ class ActionModule(Step):
             for number, group in enumerate(groups):
                 base = os.path.join(rung_dir, f"g{number}")
                 inventory, cluster = group_inventory(plan["source"], plan["nodes"], group, base, plan["source_options"])
-                run_id = f"{plan['id']}-{label}-g{number}"
+                run_id = _campaign_ids.group_run_id(plan["id"], label, number)
                 ids.append(run_id)
                 argv = _children.child_argv(
                     plan["playbook"],
@@ -303,7 +304,12 @@ class ActionModule(Step):
                 dirs.append(base)
             size = len(groups[0]) if groups else 0
             say(f"{label}: {plural(len(groups), 'group')} of {size}, {min(len(groups), parallel)} at once")
-            codes, _stopped = _children.run_all(jobs, parallel, stop_requested)
+
+            def was_stopped(index: int) -> bool:  # aorta.cluster.stop ended this group's run
+                record = read_json_object(os.path.join(dirs[index], "run.json")) or {}
+                return record.get("run_id") == ids[index] and record.get("status") == "STOPPED"
+
+            codes, _stopped = _children.run_all(jobs, parallel, stop_requested, was_stopped=was_stopped)
             found = [
                 group_result(d, g, c, j[1], where, i)
                 for d, g, c, j, i in zip(dirs, groups, codes, jobs, ids, strict=True)

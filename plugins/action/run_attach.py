@@ -52,24 +52,11 @@ def attachment(node: str, is_head: bool, run_id: str, answer: dict[str, Any], pu
     cluster file's head refuses a wrong id (one line, not one per node); a node that holds nothing of
     the run is ended as not launched. To a stop, a run that has already ended is said, once, not stopped."""
     kept, status, lease = answer.get("attach"), answer.get("status") or {}, answer.get("lease")
-    ours = bool(lease and lease.get("run_id") == run_id and lease.get("live"))
+    # A stop by a scaling campaign's id answers for the campaign's group run on this node (the module says which).
+    held = str(answer.get("run_id") or run_id)
+    ours = bool(lease and lease.get("run_id") == held and lease.get("live"))
     if purpose == "stop":
-        # Ended before this stop asked anything (the status is read again after the wait it asked for).
-        if is_head and status.get("finished") and not ours and not answer.get("asked_head"):
-            # Nothing left to stop (a first Ctrl-C's stop may have ended it already): said, not failed.
-            why = f"{status.get('outcome')}: {status.get('reason')}" if status.get("reason") else status.get("outcome")
-            line = f"run {run_id} already ended on {node} ({why}): nothing to stop; {holder_words(lease)}"
-            return {"changed": False, "state": "finished", "line": line}
-        if is_head and not kept and not ours:
-            return {"failed": True, "msg": f"no run {run_id} on {node}: {holder_words(lease)}"}
-        return {
-            "changed": bool(answer.get("asked_head")),
-            "state": status.get("state") or ("held" if ours else "absent"),
-            "outcome": status.get("outcome"),
-            "reason": str(status.get("reason") or "")[:300],
-            "asked_head": bool(answer.get("asked_head")),
-            "waited_s": answer.get("waited_s", 0),
-        }
+        return stopped(node, is_head and held == run_id, held, answer, kept, ours)
     if kept:
         launch = dict(kept.get("launch") or {})
         # The supervisor's own pid and the container's start, as the launch task returned them.
@@ -103,6 +90,36 @@ def attachment(node: str, is_head: bool, run_id: str, answer: dict[str, Any], pu
     if is_head:
         return {"failed": True, "msg": f"no run {run_id} was launched on {node}: {holder_words(lease)}"}
     return {"changed": False, "prepare": {"reached": True}, "launch": {}, "state": "absent"}
+
+
+def stopped(
+    node: str, is_head: bool, run_id: str, answer: dict[str, Any], kept: dict[str, Any] | None, ours: bool
+) -> dict[str, Any]:
+    """A stop's result on one node: ``run_id`` (the campaign's group run for a campaign's id) and, for
+    the teardown after it, that run's rank here when the launch kept it. ``is_head``: the cluster
+    file's head, for a run's own id (a campaign's groups have heads of their own)."""
+    status, lease = answer.get("status") or {}, answer.get("lease")
+    # Ended before this stop asked anything (the status is read again after the wait it asked for).
+    if is_head and status.get("finished") and not ours and not answer.get("asked_head"):
+        # Nothing left to stop (a first Ctrl-C's stop may have ended it already): said, not failed.
+        why = f"{status.get('outcome')}: {status.get('reason')}" if status.get("reason") else status.get("outcome")
+        line = f"run {run_id} already ended on {node} ({why}): nothing to stop; {holder_words(lease)}"
+        return {"changed": False, "state": "finished", "line": line, "run_id": run_id}
+    if is_head and not kept and not ours:
+        return {"failed": True, "msg": f"no run {run_id} on {node}: {holder_words(lease)}"}
+    said = {
+        "changed": bool(answer.get("asked_head")),
+        "state": status.get("state") or ("held" if ours else "absent"),
+        "outcome": status.get("outcome"),
+        "reason": str(status.get("reason") or "")[:300],
+        "asked_head": bool(answer.get("asked_head")),
+        "waited_s": answer.get("waited_s", 0),
+        "run_id": run_id,
+    }
+    rank = ((kept or {}).get("launch") or {}).get("rank")
+    if isinstance(rank, int):  # else the teardown takes the node's rank in the cluster file
+        said["node_rank"] = rank
+    return said
 
 
 def unreachable_node(purpose: str, why: str) -> dict[str, Any]:

@@ -44,6 +44,8 @@ def stop_entry(stops: dict[str, Any], who: str, now: dt.datetime, played: list[s
         "not_finished": not_finished,
         # Neither asked nor waited for: whatever runs there stops at the run's own deadline.
         "unreachable": [node for node, result in stops.items() if result.get("state") == "unreachable"],
+        # The runs stopped: the id's own, or a scaling campaign's group runs (each node's, run_attach).
+        "runs": sorted({str(result["run_id"]) for result in stops.values() if result.get("run_id")}),
     }
 
 
@@ -56,7 +58,10 @@ def stop_line(run_id: str, entry: dict[str, Any], nodes: int, run_json: str, hea
     """One line, whatever the node count (``head_node``: the run's head, named when --limit left it out)."""
     gone = entry.get("unreachable") or []
     outside = entry.get("not_in_this_stop") or []
-    if entry["asked_head"]:
+    groups = [run for run in entry.get("runs") or () if run != run_id]
+    if entry["asked_head"] and groups:
+        head = f"a scaling campaign: asked the heads of its group runs ({named(groups)}) to stop every node"
+    elif entry["asked_head"]:
         head = "asked its head to stop every node"
     elif head_node and head_node in outside:
         head = f"its head {head_node} was left out by --limit"

@@ -19,6 +19,9 @@ description:
     launched nothing there fails, naming the run that holds the node, if any; elsewhere such a node is ended as not
     launched, and one the run excluded as excluded. A node where the run's supervisor ran but whose kept launch
     cannot be read (launched by another account: the file is 0600) fails rather than be taken for either."
+  - "With O(purpose=stop), O(run_id) may be a scaling campaign's id (M(aorta.cluster.campaign_run)): on each node
+    it stands for the campaign's group run that holds the node (its lease), else the last of the campaign's group
+    runs that ran there; so one stop by the campaign's id reaches the head of every group that runs."
   - "The registered result of the action is not the module's: for V(watch) C(prepare), C(launch), C(run_started_epoch)
     and C(state); for V(stop) C(state), C(outcome), C(reason), C(asked_head), C(waited_s) and, for a run that had
     already ended, C(line)."
@@ -111,6 +114,12 @@ waited_s:
   description: Seconds waited for the supervisor to finish (O(wait_seconds)).
   returned: always
   type: float
+run_id:
+  description:
+    - The run this answer is about, O(run_id) itself or, for a stop by a scaling campaign's id, the campaign's
+      group run on this node.
+  returned: always
+  type: str
 """
 
 import json
@@ -120,6 +129,7 @@ import time
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.aorta.cluster.plugins.module_utils.node_runtime._aggregator import stop_request_path
+from ansible_collections.aorta.cluster.plugins.module_utils.node_runtime._campaign_ids import of_campaign
 from ansible_collections.aorta.cluster.plugins.module_utils.node_runtime._lease import (
     Lease,
     LeaseError,
@@ -172,6 +182,31 @@ def attached(directory, run_id, now):
         "status": {k: status.get(k) for k in STATUS_KEYS} if status else None,
         "lease": lease_of(directory, now),
     }
+
+
+def campaign_run(directory, run_id, now):
+    """``run_id``, or, where it ran nothing of its own here and is a scaling campaign's id, the
+    campaign's group run that holds this node (its lease), else the last that ran here (the newest
+    status: a node that sits out a rung, or that the campaign left out, still answers for it)."""
+    if os.path.exists(status_path(directory, run_id)) or os.path.exists(attach_path(directory, run_id)):
+        return run_id
+    lease = lease_of(directory, now)
+    if lease and lease.get("live") and of_campaign(run_id, lease.get("run_id")):
+        return lease["run_id"]
+    runs = os.path.join(directory, "runs")
+    found = []
+    try:
+        names = os.listdir(runs)
+    except OSError:
+        return run_id
+    for name in names:
+        held = name[: -len(".json")]
+        if name.endswith(".json") and of_campaign(run_id, held):
+            try:
+                found.append((os.path.getmtime(os.path.join(runs, name)), held))
+            except OSError:
+                continue
+    return max(found)[1] if found else run_id
 
 
 def ask_head(directory, run_id, reason, status):
@@ -233,16 +268,19 @@ def main():
     p = module.params
     if p["purpose"] == "confirm":
         module.fail_json(msg="purpose=confirm is answered on the controller, by the action plugin of the same name")
-    found = attached(p["directory"], p["run_id"], time.time())
+    run_id = p["run_id"]
+    if p["purpose"] == "stop":
+        run_id = campaign_run(p["directory"], run_id, time.time())
+    found = attached(p["directory"], run_id, time.time())
     asked, waited = False, 0.0
     if p["purpose"] == "stop" and not module.check_mode:
-        asked = ask_head(p["directory"], p["run_id"], p["stop_reason"], found["status"])
+        asked = ask_head(p["directory"], run_id, p["stop_reason"], found["status"])
         if found["status"] and not found["status"].get("finished") and p["wait_seconds"] > 0:
             waited = wait_for_end(
-                p["directory"], p["run_id"], stop_wait_s(p["wait_seconds"], p["grace_seconds"], found["attach"])
+                p["directory"], run_id, stop_wait_s(p["wait_seconds"], p["grace_seconds"], found["attach"])
             )
-            found = attached(p["directory"], p["run_id"], time.time())
-    module.exit_json(changed=asked, asked_head=asked, waited_s=waited, **found)
+            found = attached(p["directory"], run_id, time.time())
+    module.exit_json(changed=asked, asked_head=asked, waited_s=waited, run_id=run_id, **found)
 
 
 if __name__ == "__main__":

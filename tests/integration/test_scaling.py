@@ -208,3 +208,39 @@ def test_ctrl_c_stops_every_group_of_a_rung_and_names_nobody(four, tmp_path):
     assert not (where / "k2").exists()
     assert four.containers_left() == []
     assert f"campaign {document['campaign_id']}: FAIL: stopped (Ctrl-C) after 0 rungs" in log.read_text()
+
+
+def test_a_stop_by_the_campaigns_id_from_another_controller_stops_every_group_and_the_campaign(four, tmp_path):
+    """aorta.cluster.stop -e aorta_run_id=<campaign id>, run apart from the campaign (another
+    ansible-playbook, as from another controller) while rung 2's two pairs run: each node answers for
+    its pair's run, both pairs' heads are asked, every run records STOPPED; the campaign sees it,
+    starts nothing more and records what stopped it; no container is left."""
+    where = tmp_path / "campaign"
+    campaign_id = f"stop-{os.getpid()}-{int(time.time())}"
+    log = tmp_path / "campaign.ansible.log"
+    argv = four.argv(where, aorta_run_id=campaign_id, aorta_scaling_opening=False, aorta_scaling_sizes=[2, 4])
+    with open(log, "w") as out:
+        proc = subprocess.Popen(argv, cwd=REPO, env=ENV, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+        deadline = time.monotonic() + 300
+        logs = [where / "k2" / f"g{i}.console.log" for i in range(2)]
+        while time.monotonic() < deadline and not all(
+            p.exists() and "Launch on every node at once" in p.read_text() for p in logs
+        ):
+            time.sleep(0.5)
+        time.sleep(3)
+        stop = [str(BIN / "ansible-playbook"), "aorta.cluster.stop", "-i", str(four.out / "cluster.json")]
+        stop += ["-e", f"@{four.out / 'vars.yml'}", "-e", f"aorta_run_id={campaign_id}"]
+        stopped = subprocess.run(stop, cwd=tmp_path, env=ENV, capture_output=True, text=True, timeout=300, check=False)
+        (tmp_path / "stop.ansible.log").write_text(stopped.stdout + "\n--- stderr ---\n" + stopped.stderr)
+        assert stopped.returncode == 0, stopped.stdout[-3000:]
+        assert f"stop {campaign_id}: a scaling campaign: asked the heads of its group runs " in stopped.stdout
+        assert f"({campaign_id}-k2-g0, {campaign_id}-k2-g1) to stop every node" in stopped.stdout
+        assert proc.wait(timeout=300) != 0
+    document = json.loads((where / "campaign.json").read_text())
+    assert document["stopped"] is True and document["rungs"] == [] and document["named"] == []
+    assert document["stopped_by"].startswith(f"aorta.cluster.stop of {campaign_id}-k2-g"), document["stopped_by"]
+    records = [json.loads((where / "k2" / f"g{i}" / "run.json").read_text()) for i in range(2)]
+    assert [r["status"] for r in records] == ["STOPPED"] * 2, [r.get("message") for r in records]
+    assert all("stopped by aorta.cluster.stop" in r["message"] for r in records), [r["message"] for r in records]
+    assert not (where / "k4").exists()
+    assert four.containers_left() == []

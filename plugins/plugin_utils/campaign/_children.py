@@ -14,7 +14,9 @@ campaign head that would let one controller poll one head per rung (issue 54, it
 Each child runs in a session of its own, so a terminal's Ctrl-C reaches the campaign only; the
 campaign's first interrupt (its stop request, plugin_utils/watch/_interrupt) is handed to every
 child as one SIGINT, which each run takes as its own first Ctrl-C: it stops its nodes and records
-STOPPED. No further group starts.
+STOPPED. No further group starts. A group's run stopped from outside (aorta.cluster.stop by its id
+or the campaign's) does the same, once its ansible-playbook has ended: the campaign hands the others
+their Ctrl-C rather than run on.
 """
 
 from __future__ import annotations
@@ -120,19 +122,21 @@ def run_all(
     popen: Callable[..., Any] = subprocess.Popen,
     sleep: Callable[[float], None] = time.sleep,
     started: Callable[[int], None] | None = None,
+    was_stopped: Callable[[int], bool] = lambda index: False,
 ) -> tuple[list[int | None], bool]:
     """Run ``jobs`` (argv, console log path), at most ``parallel`` at once, each in a session of
     its own with its output in its log. Returns (each job's exit code, None for one never started,
-    and whether a stop was requested). Once a stop is requested, every running child gets one
-    SIGINT (its run's own Ctrl-C: it stops its nodes and records) and no further job starts; the
-    children are waited for, so no run is left unrecorded."""
+    and whether the jobs were stopped). Once a stop is requested, or a job that ended was stopped
+    from outside (``was_stopped(index)``: its run recorded STOPPED, by aorta.cluster.stop), every
+    running child gets one SIGINT (its run's own Ctrl-C: it stops its nodes and records) and no
+    further job starts; the children are waited for, so no run is left unrecorded."""
     codes: list[int | None] = [None] * len(jobs)
     running: dict[int, Any] = {}
     waiting = list(range(len(jobs)))
-    stopping = False
+    stopping = halted = False
     try:
         while waiting or running:
-            if not stopping and stop_requested():
+            if not stopping and (halted or stop_requested()):
                 stopping = True
                 waiting.clear()
                 for child in running.values():
@@ -155,6 +159,7 @@ def run_all(
                 if code is not None:
                     codes[index] = code
                     del running[index]
+                    halted = halted or (code != 0 and was_stopped(index))
             if running:
                 sleep(POLL_S)
     except BaseException:

@@ -47,12 +47,13 @@ def verdict(
     suspects: Sequence[Mapping[str, Any]],
     min_efficiency: float | None = None,
     opening: Mapping[str, Any] | None = None,
-    stopped: bool = False,
+    stopped: str = "",
 ) -> dict[str, Any]:
-    """``{verdict, reasons}``: PASS, or FAIL with one reason per kind of trouble, each naming what."""
+    """``{verdict, reasons}``: PASS, or FAIL with one reason per kind of trouble, each naming what
+    (``stopped``: what stopped the campaign, _rungs.stopped_by)."""
     reasons = []
     if stopped:
-        reasons.append(f"stopped (Ctrl-C) after {plural(len(rungs), 'rung')}: not every rung ran")
+        reasons.append(f"stopped ({stopped}) after {plural(len(rungs), 'rung')}: not every rung ran")
     if opening and opening.get("status") != "COMPLETED" and not opening.get("named"):
         reasons.append(f"the opening run of every node ended {opening.get('status')} naming no node")
     if named:
@@ -85,7 +86,7 @@ def document(
     rungs: Sequence[Mapping[str, Any]],
     judge: Any,
     opening: Mapping[str, Any] | None = None,
-    stopped: bool = False,
+    stopped: str = "",
 ) -> dict[str, Any]:
     """campaign.json: who, how it was grouped (the seed replays it), each rung's figures and groups,
     the nodes named with their evidence, what stayed unresolved, and the verdict."""
@@ -101,7 +102,8 @@ def document(
         "named": named,
         "suspects": list(judge.suspects),
         "notes": list(judge.notes),
-        "stopped": stopped,
+        "stopped": bool(stopped),
+        "stopped_by": stopped or None,
         "verdict": verdict(
             rungs, named, judge.suspects, settings.get("aorta_scaling_min_efficiency"), opening, stopped
         ),

@@ -12,19 +12,16 @@ scripted runs.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from ansible_collections.aorta.cluster.plugins.module_utils.node_runtime._campaign_ids import OPENING
 from ansible_collections.aorta.cluster.plugins.module_utils.node_runtime._words import first_names, plural
 from ansible_collections.aorta.cluster.plugins.plugin_utils.campaign import _document, _figures, _ladder, _localise
 
 # run_groups(label, groups) -> each group's run (_figures.group_run), in the groups' order; the label
 # names the rung's directory: "opening" (every node, once) or "k<size>".
 RunGroups = Callable[[str, list[list[str]]], list[dict[str, Any]]]
-OPENING = "opening"
-# Every directory a campaign gives a rung: the opening, k<size>, k<size>-rung<index> (a size run again).
-RUNG_DIR = re.compile(rf"{OPENING}|k\d+(-rung\d+)?")
 # The fewest nodes whose opening sweep can put a slow link on one node (_sweep: n >= 3).
 OPENING_NODES = 3
 
@@ -41,7 +38,8 @@ def campaign(
     and return campaign.json's document. ``settings``: aorta_scaling_sizes (None: 1, 2, 4, ... and
     every node left), aorta_scaling_seed, aorta_scaling_exclude, aorta_scaling_min_efficiency,
     aorta_scaling_opening. A rung is skipped when fewer nodes are left than its size or it
-    would repeat the rung before; after a stop request no further rung starts. ``said`` gets one
+    would repeat the rung before; after a stop request, or once a group's run was stopped, no further
+    rung starts. ``said`` gets one
     line per rung (bounded whatever the node count)."""
     given = settings.get("aorta_scaling_sizes")
     seed = int(settings.get("aorta_scaling_seed") or 0)
@@ -53,16 +51,19 @@ def campaign(
     previous_size: int | None = None
     alone: float | None = None
     opening = None
+    how = ""  # what stopped the campaign: its own Ctrl-C, or a stop of a group run (aorta.cluster.stop)
     if settings.get("aorta_scaling_opening", True) and len(nodes) >= OPENING_NODES and not stopped():
         run = run_groups(OPENING, [list(nodes)])[0]
-        if stopped():  # stopped part-way by the campaign's own Ctrl-C: no evidence against a node
+        how = stopped_by(stopped, [run])
+        if how:  # stopped part-way: no evidence against a node
             judge.notes.append("the opening run was stopped: not judged")
         else:
             opening = dict(judge.opening(run), dir=run.get("dir"), run_id=run.get("run_id"))
             said(opening_line(opening))
     used: set[str] = set()
     for index, size in enumerate(sizes):
-        if stopped():
+        how = how or stopped_by(stopped, [])
+        if how:
             break
         present = _localise.still_in(nodes, judge, exclude)
         k = _ladder.rung_size(size, len(present), sizes[-1], stretch=given is None, previous=previous_size)
@@ -73,7 +74,8 @@ def campaign(
         label = f"k{k}" if f"k{k}" not in used else f"k{k}-rung{index}"
         used.add(label)
         runs = run_groups(label, made)
-        if stopped():
+        how = stopped_by(stopped, runs)
+        if how:
             judge.notes.append(f"rung {k} was stopped: not judged")
             break
         judged = judge.judge(k, runs)
@@ -85,9 +87,19 @@ def campaign(
         rungs.append(entry)
         said(rung_line(entry, len(present)))
         previous, previous_size = made, k
-    document = _document.document(campaign_id, nodes, seed, settings, rungs, judge, opening, stopped())
+    document = _document.document(campaign_id, nodes, seed, settings, rungs, judge, opening, how)
     document["left"] = _localise.still_in(nodes, judge, exclude)
     return document
+
+
+def stopped_by(stopped: Callable[[], bool], runs: Sequence[Mapping[str, Any]]) -> str:
+    """What stopped the campaign, or '': its own Ctrl-C, SIGTERM or AWX cancel (``stopped``), or a
+    group run stopped from outside (aorta.cluster.stop by the group's or the campaign's id): a rung
+    with a group stopped cannot be judged whole, and the operator asked for the nodes back."""
+    if stopped():
+        return "Ctrl-C"
+    held = [str(run.get("run_id")) for run in runs if run.get("status") == "STOPPED"]
+    return f"aorta.cluster.stop of {first_names(held, 1)}" if held else ""
 
 
 def opening_line(opening: Mapping[str, Any]) -> str:

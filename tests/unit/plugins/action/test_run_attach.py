@@ -61,6 +61,7 @@ def test_a_stop_refuses_a_wrong_id_on_the_head_and_says_a_finished_run_is_over()
         "changed": False,
         "state": "finished",
         "line": "run r1 already ended on h (ok): nothing to stop; the node is free",
+        "run_id": "r1",
     }
     wrong = attachment("h", True, "r1", {"attach": None, "status": None, "lease": OTHER}, "stop")
     assert wrong["failed"] and wrong["msg"].startswith("no run r1 on h: the node is held by run r9")
@@ -75,9 +76,28 @@ def test_a_stop_refuses_a_wrong_id_on_the_head_and_says_a_finished_run_is_over()
         "reason": "stopped from the controller: x",
         "asked_head": True,
         "waited_s": 12.5,
+        "run_id": "r1",
+        "node_rank": 2,
     }
     # A worker never refuses: the head's line is the one the user sees.
     assert not attachment("n1", False, "r1", ended, "stop").get("failed")
+
+
+def test_a_stop_by_a_campaigns_id_answers_for_the_group_run_on_each_node_and_refuses_only_a_campaign_never_run():
+    group = {"run_id": "c7-k2-g1", "live": True, "line": "run c7-k2-g1 (owner me@ctl, lease until ...)"}
+    running = {"attach": KEPT, "status": {"state": "running"}, "lease": group, "run_id": "c7-k2-g1", "asked_head": True}
+    # The cluster file's head runs in a group: the group's run and its rank there, for the teardown.
+    done = attachment("h", True, "c7", running, "stop")
+    assert done["run_id"] == "c7-k2-g1" and done["node_rank"] == 2 and done["asked_head"] and not done.get("failed")
+    # It sat this rung out: its last group run ended; no refusal, no "already ended" line of that run.
+    ended = {"attach": KEPT, "status": {"state": "finished", "finished": True}, "lease": None, "run_id": "c7-k1-g0"}
+    sat_out = attachment("h", True, "c7", ended, "stop")
+    assert sat_out["state"] == "finished" and "line" not in sat_out and not sat_out.get("failed")
+    # A rank the launch did not keep: left to the cluster file's (the teardown's default).
+    assert "node_rank" not in attachment("n1", False, "c7", dict(running, attach=None), "stop")
+    # An id that no group of any campaign ran on the head: refused there, as any unknown id.
+    never = attachment("h", True, "c7", {"attach": None, "status": None, "lease": None, "run_id": "c7"}, "stop")
+    assert never["failed"] and never["msg"] == "no run c7 on h: the node is free"
 
 
 def test_a_stop_asks_the_head_with_who_and_when_and_waits_to_the_supervisors_stop_bound():

@@ -28,11 +28,26 @@ def test_the_entry_counts_the_finished_and_names_the_rest():
         "not_finished": {"n2": "terminating"},
         "unreachable": [],
         "not_in_this_stop": [],
+        "runs": [],
     }
     line = stop_line("r1", entry, 4, "/r/run.json")
     assert line == (
         "stop r1: asked its head to stop every node; 2 of 4 nodes' supervisors finished; not finished, their "
         "containers removed now: n2 (terminating); added to /r/run.json"
+    )
+
+
+def test_a_campaigns_stop_names_the_group_runs_whose_heads_it_asked_in_one_line_at_1000_nodes():
+    stops = {f"n{i}": {"state": "finished", "run_id": f"c7-k1-g{i}", "asked_head": True} for i in range(1000)}
+    entry = stop_entry(stops, "me", NOW)
+    assert len(entry["runs"]) == 1000 and entry["runs"][0] == "c7-k1-g0"
+    line = stop_line("c7", entry, 1000, "")
+    assert line.startswith("stop c7: a scaling campaign: asked the heads of its group runs (c7-k1-g0, c7-k1-g1, ")
+    assert "and 990 more) to stop every node; 1000 of 1000 nodes' supervisors finished; no run.json" in line
+    assert len(line) < 400, line
+    # A run's own id: its head, as before.
+    assert stop_line("r1", stop_entry({"h": {"run_id": "r1", "asked_head": True}}, "me", NOW), 1, "").startswith(
+        "stop r1: asked its head to stop every node"
     )
 
 

@@ -5,6 +5,7 @@ they are (nothing written), for a run that is there and for one that is not."""
 from __future__ import annotations
 
 import json
+import os
 import time
 
 from ansible_collections.aorta.cluster.plugins.module_utils.node_runtime._lease import Lease
@@ -80,3 +81,36 @@ def test_the_stops_wait_grows_by_what_the_runs_own_grace_exceeds_the_stops():
     assert run_attach.stop_wait_s(100, 30, kept) == 370
     assert run_attach.stop_wait_s(100, 30, {"launch": {"deadlines": {"grace_s": 10}}}) == 100
     assert run_attach.stop_wait_s(100, 30, None) == 100
+
+
+def test_a_stop_by_a_campaigns_id_acts_on_the_campaigns_group_run_on_this_node(run_module, tmp_path):
+    runs, aggregates = tmp_path / "runs", tmp_path / "aggregates"
+    runs.mkdir()
+    aggregates.mkdir()
+    now = time.time()
+    # Rung 1 ended here; rung 2's group 1 holds the node now and this node is its head.
+    (runs / "c7-k1-g3.json").write_text(json.dumps({"state": "finished", "finished": True, "outcome": "ok"}))
+    os.utime(runs / "c7-k1-g3.json", (now - 300, now - 300))
+    (runs / "c7-k2-g1.json").write_text(json.dumps({"state": "running", "finished": False}))
+    (runs / "c7-k2-g1.attach.json").write_text(json.dumps({"launch": {"rank": 0}}))
+    (aggregates / "c7-k2-g1.json").write_text("{}")
+    Lease(str(tmp_path)).acquire({"run_id": "c7-k2-g1", "owner": "me@ctl", "expires_at": now + 600}, now)
+    args = {"run_id": "c7", "directory": str(tmp_path), "purpose": "stop", "stop_reason": "stopped by me"}
+    held = run_module(run_attach, args)
+    assert held["run_id"] == "c7-k2-g1" and held["asked_head"] is True and held["attach"] == {"launch": {"rank": 0}}
+    assert (aggregates / "c7-k2-g1.stop").read_text() == "stopped by me\n"
+    # A watch is never by a campaign's id; another campaign's (c7-k2's) id or a run's own is not widened.
+    assert run_module(run_attach, dict(args, purpose="watch"))["run_id"] == "c7"
+    assert run_module(run_attach, dict(args, run_id="c7-k2"))["run_id"] == "c7-k2"
+    (runs / "c7.json").write_text(json.dumps({"state": "finished", "finished": True}))
+    assert run_module(run_attach, args)["run_id"] == "c7"
+    (runs / "c7.json").unlink()
+    # Free again (the group ended and released it; the node sits out the next rung): the campaign's
+    # newest run here answers, ended, so nothing is asked.
+    Lease(str(tmp_path)).release("c7-k2-g1")
+    (runs / "c7-k2-g1.json").write_text(json.dumps({"state": "finished", "finished": True, "outcome": "stopped"}))
+    (aggregates / "c7-k2-g1.stop").unlink()
+    ended = run_module(run_attach, args)
+    assert ended["run_id"] == "c7-k2-g1" and ended["asked_head"] is False and ended["status"]["finished"] is True
+    # A node the campaign never ran on: the id is its own.
+    assert run_module(run_attach, dict(args, directory=str(tmp_path / "none")))["run_id"] == "c7"

@@ -120,6 +120,39 @@ def test_a_stop_request_hands_each_running_child_one_sigint_and_starts_no_other(
     assert not (tmp_path / "g2.log").exists() and not (tmp_path / "g3.log").exists()
 
 
+def test_a_group_stopped_from_outside_hands_the_others_their_sigint_and_starts_no_other(tmp_path, monkeypatch):
+    """aorta.cluster.stop ended group 0's run (it exits non-zero, its run.json says STOPPED): group 1,
+    still running, gets its Ctrl-C, and the two queued never start."""
+    monkeypatch.setattr(_children, "POLL_S", 0.05)
+    ready = tmp_path / "g1.log"  # group 0 ends once group 1 listens for its SIGINT
+    first = (
+        f"import pathlib, time\nlog = pathlib.Path({str(ready)!r})\n"
+        "while not log.exists() or 'ready' not in log.read_text():\n"
+        "    time.sleep(0.02)\n"
+        "raise SystemExit(2)\n"
+    )
+    jobs = [([sys.executable, "-c", first], str(tmp_path / "g0.log"))]
+    jobs += [
+        ([sys.executable, "-c", STOPS_ON_SIGINT + "sys.exit(3)\n"], str(tmp_path / f"g{i}.log")) for i in (1, 2, 3)
+    ]
+    asked = []
+
+    def was_stopped(index):
+        asked.append(index)
+        return index == 0
+
+    codes, requested = _children.run_all(jobs, 2, lambda: False, was_stopped=was_stopped)
+    assert codes == [2, 3, None, None] and requested
+    assert asked in ([0, 1], [0])  # asked of a job that ended non-zero only
+    assert (tmp_path / "g1.log").read_text().split() == ["ready", "stopped"]
+    assert not (tmp_path / "g2.log").exists() and not (tmp_path / "g3.log").exists()
+    # A job that ended 0 is never asked; one that failed without a stop lets the rest run.
+    calm = [([sys.executable, "-c", f"raise SystemExit({i})"], str(tmp_path / f"c{i}.log")) for i in (0, 1, 1)]
+    asked.clear()
+    assert _children.run_all(calm, 1, lambda: False, was_stopped=lambda i: bool(asked.append(i))) == ([0, 1, 1], False)
+    assert asked == [1, 2]
+
+
 def test_a_child_runs_in_a_session_of_its_own(tmp_path, monkeypatch):
     """A terminal's Ctrl-C reaches the campaign only; the campaign hands it on once."""
     monkeypatch.setattr(_children, "POLL_S", 0.05)

@@ -143,8 +143,30 @@ def test_after_a_stop_request_no_further_rung_starts():
     assert [label for label, _groups in calls] == ["opening", "k1"]
     # The rung the stop interrupted is not judged: its stopped groups are no evidence against a node.
     assert document["rungs"] == [] and document["named"] == [] and document["stopped"] is True
+    assert document["stopped_by"] == "Ctrl-C"
     assert document["notes"] == ["rung 1 was stopped: not judged"]
     assert document["verdict"] == {"verdict": "FAIL", "reasons": ["stopped (Ctrl-C) after 0 rungs: not every rung ran"]}
+
+
+def test_a_group_run_stopped_from_outside_ends_the_campaign_and_names_nobody():
+    """aorta.cluster.stop by the campaign's id (or one group's): the campaign's own Ctrl-C never came,
+    but a rung with a STOPPED group is not judged and no further rung starts."""
+    calls = []
+    inner = scripted(calls=calls)
+
+    def run_groups(label, groups):
+        runs = inner(label, groups)
+        if label == "k2":
+            runs[1] = dict(runs[1], status="STOPPED", iteration_ms=None, samples_per_second=None)
+        return runs
+
+    document = _rungs.campaign("c", NODES, {}, run_groups)
+    assert [label for label, _groups in calls] == ["opening", "k1", "k2"]
+    assert [r["size"] for r in document["rungs"]] == [1] and document["named"] == []
+    assert document["stopped"] is True and document["stopped_by"] == "aorta.cluster.stop of c-k2-g1"
+    assert document["notes"] == ["rung 2 was stopped: not judged"]
+    reasons = document["verdict"]["reasons"]
+    assert reasons == ["stopped (aorta.cluster.stop of c-k2-g1) after 1 rung: not every rung ran"]
 
 
 def test_a_slow_link_is_named_by_the_opening_run_and_no_rung_runs_it():
