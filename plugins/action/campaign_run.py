@@ -10,6 +10,7 @@ import json
 import os
 import shutil
 import sys
+import time
 import zlib
 from typing import Any
 
@@ -36,7 +37,7 @@ from ansible_collections.aorta.cluster.plugins.plugin_utils.config._settings imp
 from ansible_collections.aorta.cluster.plugins.plugin_utils.config._vocabulary import DEFAULTS
 from ansible_collections.aorta.cluster.plugins.plugin_utils.launch._run_id import RunStartError, make_dirs, start
 from ansible_collections.aorta.cluster.plugins.plugin_utils.pages import _scaling_page
-from ansible_collections.aorta.cluster.plugins.plugin_utils.results import _junit
+from ansible_collections.aorta.cluster.plugins.plugin_utils.results import _history, _junit
 from ansible_collections.aorta.cluster.plugins.plugin_utils.results._outcome import REPORT
 from ansible_collections.aorta.cluster.plugins.plugin_utils.steps._step import Step
 from ansible_collections.aorta.cluster.plugins.plugin_utils.watch import _console, _interrupt
@@ -260,18 +261,26 @@ class ActionModule(Step):
             f"results in {where}"
         )
         stop_requested = stopper(os.getppid())
+        started = time.time()
         try:
             runner = self._runner(plan, say, stop_requested)
             document = _rungs.campaign(campaign_id, nodes, settings, runner, stop_requested, say)
         except (_ladder.LadderError, ClusterFileError, OSError, _children.ChildError) as exc:
             result.update(failed=True, msg=f"campaign {campaign_id}: {exc}")
             return result
+        document.update(started_epoch=round(started, 3), finished_epoch=round(time.time(), 3))
         paths = self.write(where, document)
+        root = os.path.dirname(os.path.abspath(where.rstrip("/")))
+        try:  # the results root's history: a row for the campaign (its record is written already)
+            paths["history"] = _history.update_campaign(root, where, document)["index_html"]
+        except OSError as exc:
+            result.setdefault("warnings", []).append(f"{root}: history not updated: {exc.strerror or exc}")
         verdict = document["verdict"]
         line = f"campaign {campaign_id}: {verdict['verdict']}"
         line += f": {'; '.join(verdict['reasons'])}" if verdict["reasons"] else ""
         say(line[:600])
-        say(f"campaign record: {paths['campaign']}; page: {paths['page']}")
+        history = paths.get("history", "not updated")
+        say(f"campaign record: {paths['campaign']}; page: {paths['page']}; history: {history}")
         result.update(changed=True, verdict=verdict, paths=paths)
         if verdict["verdict"] != "PASS":  # a stopped campaign's verdict says so (FAIL)
             result.update(failed=True, msg=line[:600])

@@ -108,6 +108,11 @@ def agree(document: dict, where: Path) -> None:
             report = json.loads((where / group["dir"] / "aorta_benchmark_report.json").read_text())
             assert round(report["performance"]["avg_step_time_ms"], 3) == round(group["iteration_ms"], 3)
             assert f'href="{group["dir"]}/report.html"' in page
+    # The results root's history lists the campaign, as campaign.json says it.
+    index = json.loads((where.parent / "index.json").read_text())
+    (row,) = [c for c in index["campaigns"] if c["campaign_id"] == document["campaign_id"]]
+    assert row["verdict"] == document["verdict"] and row["sizes"] == [r["size"] for r in document["rungs"]]
+    assert row["named"] == [entry["node"] for entry in document["named"]] and row["links"]["page"].endswith("html")
     suite = ET.parse(where / "junit.xml").getroot().find("testsuite")
     cases = {case.get("name"): case.find("failure") for case in suite.iter("testcase")}
     expected = [

@@ -40,6 +40,19 @@ HEADERS = (
     "fingerprint",
     "files",
 )
+CAMPAIGN_HEADERS = (
+    "start (UTC)",
+    "campaign",
+    "status",
+    "verdict",
+    "nodes (left)",
+    "rungs",
+    "rung 1 per node",
+    "top rung efficiency",
+    "nodes named",
+    "files",
+)
+CAMPAIGN_LINKS = (("page", "scaling page"), ("campaign_json", "campaign.json"), ("junit", "junit.xml"))
 # The trend's frame: width, height, and the margins left, right, top and bottom (pixels).
 FRAME = (570, 190, 74, 12, 10, 44)
 
@@ -118,6 +131,27 @@ def row_model(row: Mapping[str, Any]) -> dict[str, Any]:
         "drift": _some(list(row.get("drift_lines") or ())),
         "fp_id": str(row.get("fingerprint_id")),
         "files": [(_href(str(links[key])), label) for key, label in LINKS if links.get(key)],
+    }
+
+
+def campaign_model(row: Mapping[str, Any]) -> dict[str, Any]:
+    """One scaling campaign's table row (results/_history.campaign_entry): plain text."""
+    verdict = _dict(row.get("verdict"))
+    links = _dict(row.get("links"))
+    efficiency = _number(row.get("top_efficiency"))
+    return {
+        "start": _date(row.get("started_epoch")).removesuffix(" UTC"),
+        "campaign_id": str(row.get("campaign_id")),
+        "href": _href(str(links["page"])) if links.get("page") else "",
+        "status": str(row.get("status")),
+        "verdict": str(verdict.get("verdict") or ""),
+        "reasons": _some([str(r) for r in verdict.get("reasons") or ()]),
+        "nodes": f"{row.get('nodes')} ({row.get('left')})",
+        "rungs": _clip(", ".join(str(size) for size in row.get("sizes") or ()) or "none"),
+        "rate": figure(row.get("per_node_rate"), " samples/s"),
+        "efficiency": f"{efficiency:.2f}" if efficiency is not None else "",
+        "named": _some([str(n) for n in row.get("named") or ()]),
+        "files": [(_href(str(links[key])), label) for key, label in CAMPAIGN_LINKS if links.get(key)],
     }
 
 
@@ -214,8 +248,8 @@ def group_model(fp_id: str, rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]
     }
 
 
-def page_model(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
-    """Everything index.html shows, from the history's ``rows`` newest first."""
+def page_model(rows: Sequence[Mapping[str, Any]], campaigns: Sequence[Mapping[str, Any]] = ()) -> dict[str, Any]:
+    """Everything index.html shows, from the history's ``rows`` and ``campaigns``, newest first."""
     groups: dict[str, list[Mapping[str, Any]]] = {}
     for row in rows:
         groups.setdefault(str(row.get("fingerprint_id")), []).append(row)
@@ -226,9 +260,11 @@ def page_model(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
         "groups": [group_model(fp_id, members) for fp_id, members in groups.items()],
         "headers": HEADERS,
         "rows": [row_model(row) for row in rows],
+        "campaign_headers": CAMPAIGN_HEADERS,
+        "campaigns": [campaign_model(row) for row in campaigns],
     }
 
 
-def render_html(rows: Sequence[Mapping[str, Any]]) -> str:
-    """index.html of the history's ``rows`` (newest first)."""
-    return render("index.html", page_model(rows))
+def render_html(rows: Sequence[Mapping[str, Any]], campaigns: Sequence[Mapping[str, Any]] = ()) -> str:
+    """index.html of the history's ``rows`` and scaling ``campaigns`` (each newest first)."""
+    return render("index.html", page_model(rows, campaigns))

@@ -23,7 +23,7 @@ th{background:#f3f3f3}
 td.n{text-align:right;font-variant-numeric:tabular-nums}
 .COMPLETED,.PASS{color:#176f2c;font-weight:600}
 .FAILED,.FAIL{color:#b3261e;font-weight:600}
-.TIMEOUT{color:#a15c00;font-weight:600}
+.TIMEOUT,.STOPPED{color:#a15c00;font-weight:600}
 .small{font-size:12px;color:#555}
 section{margin:1.5em 0}
 svg{background:#fafafa;border:1px solid #ddd;margin-right:1em}
@@ -54,6 +54,23 @@ svg circle.bad{fill:#b3261e}
 {%- endmacro %}
 <h1>Aorta runs</h1><p>{{ runs }}, newest first; {{ fingerprints }} (runs of one fingerprint are comparable:
 same nodes, image, GPUs per node, ROCm, amdgpu and effective config). Written {{ written }}.</p>
+{%- if campaigns %}
+<h2>Scaling campaigns</h2>
+<table><thead><tr>{% for h in campaign_headers %}<th>{{ h }}</th>{% endfor %}</tr></thead><tbody>
+{%- for c in campaigns %}
+<tr><td>{{ c.start }}</td>
+<td class=w>{% if c.href %}<a href="{{ c.href }}">{{ c.campaign_id }}</a>{% else %}{{ c.campaign_id }}{% endif %}</td>
+<td><span class="{{ c.status }}">{{ c.status }}</span></td>
+<td class=w>{% if c.verdict %}<span class="{{ c.verdict }}">{{ c.verdict }}</span>{% endif -%}
+{% if c.reasons.shown %}<br><span class=small>{{ some(c.reasons) }}</span>{% endif %}</td>
+<td class=n>{{ c.nodes }}</td><td class=w>{{ c.rungs }}</td><td class=n>{{ c.rate }}</td>
+<td class=n>{{ c.efficiency }}</td><td class=w>{{ some(c.named) }}</td>
+<td class=w>
+{%- for href, label in c.files %}{% if not loop.first %} {% endif %}<a href="{{ href }}">{{ label }}</a>{% endfor -%}
+</td></tr>
+{%- endfor %}
+</tbody></table>
+{%- endif %}
 <h2>Trends per fingerprint, the newest first</h2>
 {%- for g in groups %}
 <section id="fp-{{ g.id }}"><h3>fingerprint {{ g.id }}: {{ g.runs }}</h3><p class=small>{{ g.summary }}</p>

@@ -8,6 +8,11 @@ Private to this collection; standard library only. Each run leaves ``<root>/<run
 history is ``<root>/index.json`` (a row per run, newest first, with its fingerprint: results/
 _fingerprint) and ``<root>/index.html`` (pages/_history_page: the same Jinja2 environment as the
 report). ``aorta_baseline: auto`` reads these rows to choose a run to compare with (results/_judging).
+
+A scaling campaign (plugin_utils/campaign) leaves ``<root>/<campaign id>/campaign.json``: its row is
+kept apart, under the index's ``campaigns`` (never a baseline, never in a fingerprint's trend), and
+index.html lists the campaigns above the runs. Its groups' runs have histories of their own, one per
+rung (``<campaign dir>/k<size>/index.html``).
 """
 
 from __future__ import annotations
@@ -29,9 +34,11 @@ from ansible_collections.aorta.cluster.plugins.plugin_utils.results._fingerprint
 )
 
 RUN_JSON = "run.json"
+CAMPAIGN_JSON = "campaign.json"
 REPORT_JSON = "aorta_benchmark_report.json"
 REPORT_HTML = "report.html"
 JUNIT_XML = "junit.xml"
+SCALING_HTML = "scaling.html"
 INDEX_JSON = "index.json"
 INDEX_HTML = "index.html"
 LOCK = ".index.lock"
@@ -131,9 +138,45 @@ def entry(
     }
 
 
+def campaign_entry(
+    campaign_dir: str, root: str | None = None, document: Mapping[str, Any] | None = None
+) -> dict[str, Any] | None:
+    """One campaign's row from its ``campaign.json`` (``document`` when the caller has it): who, when,
+    the verdict, the rungs, the nodes named, rung 1's rate per node and the top rung's efficiency;
+    None when there is no readable campaign.json."""
+    if document is None:
+        document = read_json_object(os.path.join(campaign_dir, CAMPAIGN_JSON))
+    if not isinstance(document, Mapping):
+        return None
+    base = root if root is not None else os.path.dirname(os.path.abspath(campaign_dir))
+    relative = os.path.relpath(os.path.abspath(campaign_dir), os.path.abspath(base)).replace(os.sep, "/")
+    rungs = [_dict(r) for r in document.get("rungs") or () if isinstance(r, Mapping)]
+    alone = next((r for r in rungs if r.get("size") == 1), {})
+    links = {}
+    for key, name in (("page", SCALING_HTML), ("campaign_json", CAMPAIGN_JSON), ("junit", JUNIT_XML)):
+        if os.path.isfile(os.path.join(campaign_dir, name)):
+            links[key] = f"{relative}/{name}"
+    nodes, left = document.get("nodes"), document.get("left")
+    return {
+        "campaign_id": str(document.get("campaign_id") or os.path.basename(relative)),
+        "dir": relative,
+        "started_epoch": _number(document.get("started_epoch")),
+        "finished_epoch": _number(document.get("finished_epoch")),
+        "status": "STOPPED" if document.get("stopped") else "COMPLETED",
+        "verdict": _verdict(document.get("verdict")),
+        "nodes": len(nodes) if isinstance(nodes, list) else None,
+        "left": len(left) if isinstance(left, list) else None,
+        "sizes": [r.get("size") for r in rungs],
+        "per_node_rate": _number(alone.get("samples_per_second_per_node")),
+        "top_efficiency": _number(rungs[-1].get("efficiency")) if rungs else None,
+        "named": [str(_dict(n).get("node")) for n in document.get("named") or () if isinstance(n, Mapping)],
+        "links": links,
+    }
+
+
 def _newest_first(row: Mapping[str, Any]) -> tuple[float, str]:
     started = _number(row.get("started_epoch"))
-    return (-(started if started is not None else float("-inf")), str(row.get("run_id")))
+    return (-(started if started is not None else float("-inf")), str(row.get("run_id") or row.get("campaign_id")))
 
 
 def _sorted(rows: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
@@ -169,6 +212,24 @@ def _scan(root: str, ignore: Sequence[str]) -> list[dict[str, Any]]:
             if row is not None:
                 rows.append(row)
     return rows
+
+
+def _scan_campaigns(root: str) -> list[dict[str, Any]]:
+    """A row per ``*/campaign.json`` one level under ``root``."""
+    try:
+        names = sorted(os.listdir(root))
+    except OSError:
+        return []
+    rows = [campaign_entry(os.path.join(root, name), root) for name in names]
+    return [row for row in rows if row is not None]
+
+
+def _indexed_campaigns(root: str) -> list[dict[str, Any]] | None:
+    """The campaigns' rows of ``<root>/index.json``; None when there is no index this module can read."""
+    index = read_json_object(os.path.join(root, INDEX_JSON))
+    if not isinstance(index, Mapping) or not isinstance(index.get("runs"), list):
+        return None
+    return [dict(r) for r in index.get("campaigns") or () if isinstance(r, Mapping) and r.get("dir")]
 
 
 def _indexed(root: str) -> list[dict[str, Any]] | None:
@@ -207,14 +268,23 @@ def _stored(rows: list[dict[str, Any]]) -> tuple[dict[str, Any], list[dict[str, 
     return configs, stored
 
 
-def _publish(root: str, rows: list[dict[str, Any]]) -> dict[str, Any]:
-    """Write index.json and index.html from ``rows`` (newest first); the caller holds the lock."""
+def _publish(root: str, rows: list[dict[str, Any]], campaigns: list[dict[str, Any]]) -> dict[str, Any]:
+    """Write index.json and index.html from ``rows`` and ``campaigns`` (each newest first); the
+    caller holds the lock."""
     paths = {"index_json": os.path.join(root, INDEX_JSON), "index_html": os.path.join(root, INDEX_HTML)}
     configs, stored = _stored(rows)
     document = {"format": INDEX_FORMAT, "updated_epoch": int(time.time()), "configs": configs, "runs": stored}
+    if campaigns:
+        document["campaigns"] = campaigns
     write_text_atomic(paths["index_json"], json.dumps(document, separators=(",", ":"), sort_keys=True, default=str))
-    write_text_atomic(paths["index_html"], render_html(rows))
-    return {**paths, "runs": len(rows)}
+    write_text_atomic(paths["index_html"], render_html(rows, campaigns))
+    return {**paths, "runs": len(rows), "campaigns": len(campaigns)}
+
+
+def _campaigns(root: str) -> list[dict[str, Any]]:
+    """The campaigns' rows: from index.json when it can be read, else from every campaign directory."""
+    found = _indexed_campaigns(root)
+    return _sorted(found if found is not None else _scan_campaigns(root))
 
 
 def update(
@@ -238,15 +308,28 @@ def update(
         if row is not None:
             rows = [r for r in rows if r.get("dir") != row["dir"]]
             rows.append(row)
-        return {**_publish(root, _sorted(rows)), "added": row is not None}
+        return {**_publish(root, _sorted(rows), _campaigns(root)), "added": row is not None}
+
+
+def update_campaign(root: str, campaign_dir: str, document: Mapping[str, Any]) -> dict[str, Any]:
+    """Add or replace the campaign's row (its ``campaign.json`` ``document``, in ``campaign_dir``) in
+    ``<root>/index.json`` and rewrite ``<root>/index.html``, under the root's lock; the runs' rows
+    are kept as they are. Returns ``{index_json, index_html, runs, campaigns}``."""
+    with _locked(root):
+        rows = _indexed(root)
+        if rows is None:
+            rows = _scan(root, ())
+        row = campaign_entry(campaign_dir, root, document)
+        campaigns = [c for c in _campaigns(root) if row is None or c.get("dir") != row["dir"]]
+        return _publish(root, _sorted(rows), _sorted([*campaigns, *([row] if row else [])]))
 
 
 def rebuild(root: str, ignore: Iterable[str] = ()) -> dict[str, Any]:
-    """index.json and index.html made again from every ``*/run.json`` one level under ``root``,
-    under the root's lock. Returns ``{index_json, index_html, runs}``."""
+    """index.json and index.html made again from every ``*/run.json`` and ``*/campaign.json`` one
+    level under ``root``, under the root's lock. Returns ``{index_json, index_html, runs, campaigns}``."""
     patterns = tuple(ignore)
     with _locked(root):
-        return _publish(root, _sorted(_scan(root, patterns)))
+        return _publish(root, _sorted(_scan(root, patterns)), _sorted(_scan_campaigns(root)))
 
 
 def indexed_rows(root: str, ignore: Iterable[str] = ()) -> list[dict[str, Any]]:

@@ -148,6 +148,7 @@ def test_update_adds_and_replaces_rows_newest_first(tmp_path):
         "index_json": str(root / "index.json"),
         "index_html": str(root / "index.html"),
         "runs": 1,
+        "campaigns": 0,
         "added": True,
     }
     assert [r["run_id"] for r in index_rows(root)] == ["r1"]
@@ -251,6 +252,82 @@ def test_rebuild_equals_the_sum_of_updates(tmp_path):
     updated = index_rows(root)
     assert hi.rebuild(str(root))["runs"] == 3
     assert index_rows(root) == updated
+
+
+def campaign_doc(campaign_id: str, started: int, named=("n2",), stopped=False) -> dict:
+    """campaign.json as the campaign writes it (plugin_utils/campaign/_document), the keys a row reads."""
+    return {
+        "campaign_id": campaign_id,
+        "started_epoch": started,
+        "finished_epoch": started + 400,
+        "nodes": ["n0", "n1", "n2", "n3"],
+        "left": [n for n in ["n0", "n1", "n2", "n3"] if n not in named],
+        "rungs": [
+            {"size": 1, "samples_per_second_per_node": 160.0, "efficiency": 1.0},
+            {"size": 2, "samples_per_second_per_node": 150.0, "efficiency": 0.94},
+            {"size": 3, "samples_per_second_per_node": 144.0, "efficiency": 0.9},
+        ],
+        "named": [{"node": n, "rung": 1, "kind": "slow_node", "evidence": "x"} for n in named],
+        "stopped": stopped,
+        "verdict": {"verdict": "FAIL" if named else "PASS", "reasons": [f"named 1 node: {n}" for n in named]},
+    }
+
+
+def make_campaign(root: Path, campaign_id: str, started: int, **changes) -> Path:
+    path = root / campaign_id
+    (path / "k1" / "g0").mkdir(parents=True)
+    (path / "campaign.json").write_text(json.dumps(campaign_doc(campaign_id, started, **changes)))
+    (path / "scaling.html").write_text("<html></html>")
+    return path
+
+
+def test_a_campaign_has_a_row_of_its_own_kept_apart_from_the_runs(tmp_path):
+    root = tmp_path / "results"
+    run = make_run(root, "r1", START, report=report_doc(100.0))
+    hi.update(str(root), str(run))
+    campaign = make_campaign(root, "c<1>", START + 50)
+    document = json.loads((campaign / "campaign.json").read_text())
+    assert hi.update_campaign(str(root), str(campaign), document)["campaigns"] == 1
+    index = json.loads((root / "index.json").read_text())
+    assert [r["run_id"] for r in index["runs"]] == ["r1"]
+    (row,) = index["campaigns"]
+    assert row == {
+        "campaign_id": "c<1>",
+        "dir": "c<1>",
+        "started_epoch": START + 50,
+        "finished_epoch": START + 450,
+        "status": "COMPLETED",
+        "verdict": {"verdict": "FAIL", "reasons": ["named 1 node: n2"]},
+        "nodes": 4,
+        "left": 3,
+        "sizes": [1, 2, 3],
+        "per_node_rate": 160.0,
+        "top_efficiency": 0.9,
+        "named": ["n2"],
+        "links": {"page": "c<1>/scaling.html", "campaign_json": "c<1>/campaign.json"},
+    }
+    # A run that ends later keeps the campaign's row; the campaign again replaces its own; a second is added.
+    hi.update(str(root), str(make_run(root, "r2", START + 60)))
+    document["stopped"] = True
+    (campaign / "campaign.json").write_text(json.dumps(document))
+    hi.update_campaign(str(root), str(campaign), document)
+    hi.update_campaign(
+        str(root), str(make_campaign(root, "c2", START + 90, named=())), campaign_doc("c2", START + 90, ())
+    )
+    index = json.loads((root / "index.json").read_text())
+    assert [r["run_id"] for r in index["runs"]] == ["r2", "r1"]
+    assert [(c["campaign_id"], c["status"]) for c in index["campaigns"]] == [("c2", "COMPLETED"), ("c<1>", "STOPPED")]
+    # Rebuilt from the directories: the same rows; the campaign is never a run nor a baseline.
+    kept = index["campaigns"]
+    assert hi.rebuild(str(root))["campaigns"] == 2
+    assert json.loads((root / "index.json").read_text())["campaigns"] == kept
+    assert [r["run_id"] for r in hi.indexed_rows(str(root))] == ["r2", "r1"]
+    # index.html: the campaigns' table above the runs, the id escaped, its page linked.
+    text = (root / "index.html").read_text()
+    page = parse(text)
+    assert "c%3C1%3E/scaling.html" in page.links and "c&lt;1&gt;" in text and "<script" not in text
+    assert text.index("Scaling campaigns") < text.index("<h2>Runs</h2>")
+    assert "STOPPED" in page.text and "0.90" in page.text
 
 
 def baseline_root(tmp_path: Path) -> Path:
