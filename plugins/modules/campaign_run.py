@@ -62,8 +62,8 @@ verdict:
   returned: when the campaign ran
   type: dict
 paths:
-  description: C(campaign), C(junit) and C(page), the files written, and C(history), the results root's index.html
-    that lists the campaign (absent when it could not be updated: a warning says why).
+  description: "C(campaign), C(junit) and C(page), the files written, and C(history), the results root's index.html
+    that lists the campaign (absent when it could not be updated; a warning says why)."
   returned: when the campaign ran
   type: dict
 sizes:
