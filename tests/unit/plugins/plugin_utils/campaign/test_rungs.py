@@ -248,3 +248,15 @@ def test_the_docs_arithmetic_of_a_campaigns_waves_holds():
         assert sum(counts) == int(groups)
         assert int(waves.split("=")[-1]) == 1 + sum(math.ceil(c / 16) for c in counts)
         assert int(at_once) == 1 + len(sizes)
+
+
+def test_the_docs_campaign_json_table_names_every_key_the_campaign_writes():
+    """docs/scaling.md's campaign.json table against the document the loop returns (the action adds
+    the two times)."""
+    doc = (Path(__file__).resolve().parents[5] / "docs" / "scaling.md").read_text()
+    table = doc.split("`campaign.json`:\n", 1)[1].split("\n\n", 1)[0]
+    documented = {
+        name for cell in re.findall(r"^\| ([^|]+) \|", table, re.M) for name in re.findall(r"`(\w+)(?:\[\])?`", cell)
+    }
+    written = set(_rungs.campaign("c", NODES[:4], {}, scripted())) | {"started_epoch", "finished_epoch"}
+    assert documented == written
