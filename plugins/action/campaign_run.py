@@ -33,6 +33,7 @@ from ansible_collections.aorta.cluster.plugins.plugin_utils.cluster._cluster_fil
     ClusterFileError,
     healthy_cluster,
 )
+from ansible_collections.aorta.cluster.plugins.plugin_utils.config import _variables
 from ansible_collections.aorta.cluster.plugins.plugin_utils.config._settings import in_rank_order, read_json_object
 from ansible_collections.aorta.cluster.plugins.plugin_utils.config._vocabulary import DEFAULTS
 from ansible_collections.aorta.cluster.plugins.plugin_utils.launch._run_id import RunStartError, make_dirs, start
@@ -59,46 +60,25 @@ ID_MAX = 48
 INVENTORY_DIRS = ("group_vars", "host_vars")
 
 
-def _given(value: Any) -> Any:
-    """A value as -e key=value gives it (a string) read as the YAML it spells: 'false', '4'."""
-    if isinstance(value, str) and value.strip():
-        try:
-            return yaml.safe_load(value)
-        except yaml.YAMLError:
-            return value
-    return value
-
-
 def checked(values: dict[str, Any]) -> dict[str, Any]:
-    """The campaign's settings, each checked (ValueError naming the variable and its value)."""
-    values = {name: _given(value) for name, value in values.items()}
-    sizes, seed = values.get("aorta_scaling_sizes"), values.get("aorta_scaling_seed")
-    if sizes in ("", None, []):
-        sizes = None
-    elif not isinstance(sizes, list):
-        raise ValueError(f"aorta_scaling_sizes: {sizes!r} is not a list of group sizes, e.g. [1, 2, 4]")
-    if seed in ("", None):
-        seed = None
-    elif isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
-        raise ValueError(f"aorta_scaling_seed: {seed!r} is not a whole number >= 0")
-    bound = values.get("aorta_scaling_min_efficiency")
-    if bound in ("", None):
-        bound = None
-    elif isinstance(bound, bool) or not isinstance(bound, (int, float)) or not 0 < bound <= 1:
-        raise ValueError(f"aorta_scaling_min_efficiency: {bound!r} is not a fraction in (0, 1]")
-    parallel = values.get("aorta_scaling_parallel", DEFAULTS["aorta_scaling_parallel"])
-    if isinstance(parallel, bool) or not isinstance(parallel, int) or parallel < 1:
-        raise ValueError(f"aorta_scaling_parallel: {parallel!r} is not a whole number >= 1")
-    for name in ("aorta_scaling_exclude", "aorta_scaling_opening"):
-        if not isinstance(values.get(name, DEFAULTS[name]), bool):
-            raise ValueError(f"{name}: {values[name]!r} is not true or false")
+    """The campaign's settings, as -e spells them read as YAML, checked by the collection's rules
+    (_variables.RULES: check_variables ran them first; here for this action alone) and converted:
+    ValueError with the first bad variable's line."""
+    values = {name: _variables.spelled(value) for name, value in values.items()}
+    errors = _variables.check(values)
+    if errors:
+        raise ValueError(errors[0])
+    unset: tuple[Any, ...] = (None, "", [])
+    sizes, seed, bound = (
+        values.get(name) for name in ("aorta_scaling_sizes", "aorta_scaling_seed", "aorta_scaling_min_efficiency")
+    )
     return {
-        "aorta_scaling_sizes": sizes,
-        "aorta_scaling_seed": seed,
+        "aorta_scaling_sizes": None if sizes in unset else [int(size) for size in sizes],
+        "aorta_scaling_seed": None if seed in unset else int(seed),
         "aorta_scaling_exclude": values.get("aorta_scaling_exclude", DEFAULTS["aorta_scaling_exclude"]),
         "aorta_scaling_opening": values.get("aorta_scaling_opening", DEFAULTS["aorta_scaling_opening"]),
-        "aorta_scaling_min_efficiency": bound,
-        "aorta_scaling_parallel": parallel,
+        "aorta_scaling_min_efficiency": None if bound in unset else float(bound),
+        "aorta_scaling_parallel": int(values.get("aorta_scaling_parallel", DEFAULTS["aorta_scaling_parallel"])),
     }
 
 

@@ -24,6 +24,8 @@ import re
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
+import yaml
+
 from ansible_collections.aorta.cluster.plugins.module_utils.trace_analysis._findings import kinds_of
 from ansible_collections.aorta.cluster.plugins.module_utils.trace_analysis._thresholds import threshold_problems
 from ansible_collections.aorta.cluster.plugins.plugin_utils.collect import _collect_plan
@@ -164,6 +166,27 @@ def _override_keys(value: Any) -> str | None:
     return f"keys that are not config keys (letters, digits, '.', '_', '-'): {', '.join(bad)}" if bad else None
 
 
+def spelled(value: Any) -> Any:
+    """A value as ``-e key=value`` gives it (text) read as the YAML it spells: 'false', '4', '[1, 2]'."""
+    if isinstance(value, str) and value.strip():
+        try:
+            return yaml.safe_load(value)
+        except yaml.YAMLError:
+            return value
+    return value
+
+
+def _group_sizes(value: Any) -> str | None:
+    sizes = spelled(value)
+    if not isinstance(sizes, list) or not all(isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in sizes):
+        return "must be a list of group sizes, whole numbers from 1, e.g. [1, 2, 4]"
+    return None
+
+
+def _true_or_false(value: Any) -> str | None:
+    return None if isinstance(spelled(value), bool) else "must be true or false"
+
+
 RULES: dict[str, Callable[[Any], str | None]] = {
     "aorta_timeout_seconds": _at_least(1),
     "aorta_setup_timeout_seconds": _at_least(1),
@@ -208,6 +231,13 @@ RULES: dict[str, Callable[[Any], str | None]] = {
     "aorta_site_variables": _names,
     # CVS's expected_results: known names, finite numbers in range (ratios 0..1); lines name the key.
     "aorta_expected_results": lambda value: "; ".join(threshold_problems(value)) or None,
+    # The scaling campaign's (the sizes against the node count: plugin_utils/campaign/_ladder).
+    "aorta_scaling_sizes": _optional(_group_sizes, (None, "", [])),
+    "aorta_scaling_seed": _optional(_at_least(0)),
+    "aorta_scaling_min_efficiency": _optional(_fraction),
+    "aorta_scaling_parallel": _at_least(1),
+    "aorta_scaling_exclude": _true_or_false,
+    "aorta_scaling_opening": _true_or_false,
 }
 
 

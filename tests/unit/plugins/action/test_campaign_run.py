@@ -34,13 +34,14 @@ def test_the_defaults_are_checked_into_their_values():
 @pytest.mark.parametrize(
     ("name", "value", "said"),
     [
-        ("aorta_scaling_sizes", "1,2", "is not a list of group sizes"),
-        ("aorta_scaling_seed", -1, "is not a whole number >= 0"),
-        ("aorta_scaling_seed", True, "is not a whole number >= 0"),
-        ("aorta_scaling_min_efficiency", 1.5, "is not a fraction in (0, 1]"),
-        ("aorta_scaling_parallel", 0, "is not a whole number >= 1"),
-        ("aorta_scaling_exclude", "maybe", "is not true or false"),
-        ("aorta_scaling_opening", 1, "is not true or false"),
+        ("aorta_scaling_sizes", "1,2", "must be a list of group sizes"),
+        ("aorta_scaling_sizes", [2, 0], "must be a list of group sizes"),
+        ("aorta_scaling_seed", -1, "must be at least 0"),
+        ("aorta_scaling_seed", True, "is not a whole number"),
+        ("aorta_scaling_min_efficiency", 1.5, "must be a fraction above 0 and at most 1"),
+        ("aorta_scaling_parallel", 0, "must be at least 1"),
+        ("aorta_scaling_exclude", "maybe", "must be true or false"),
+        ("aorta_scaling_opening", 1, "must be true or false"),
     ],
 )
 def test_a_bad_setting_is_one_line_naming_it(name, value, said):
@@ -126,8 +127,11 @@ def test_a_directory_with_an_earlier_campaigns_groups_is_refused(tmp_path):
 
 
 def test_settings_given_as_key_value_strings_are_read_as_what_they_spell():
-    found = campaign_run.checked({"aorta_scaling_opening": "false", "aorta_scaling_parallel": "4"})
+    found = campaign_run.checked(
+        {"aorta_scaling_opening": "false", "aorta_scaling_parallel": "4", "aorta_scaling_sizes": "[1, 3]"}
+    )
     assert found["aorta_scaling_opening"] is False and found["aorta_scaling_parallel"] == 4
+    assert found["aorta_scaling_sizes"] == [1, 3]
 
 
 def test_the_campaign_stops_when_ansible_playbook_is_gone():
@@ -144,5 +148,5 @@ def test_a_bad_setting_is_refused_before_anything_runs(play, tmp_path):
     _rc, out = play(
         {"aorta.cluster.campaign_run": {}}, {"aorta_scaling_parallel": 0, "aorta_results_root": str(tmp_path)}
     )
-    assert out["failed"] and out["msg"] == "aorta_scaling_parallel: 0 is not a whole number >= 1"
+    assert out["failed"] and out["msg"] == "aorta_scaling_parallel: 0 must be at least 1"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out.json", "play.yml"]  # no campaign directory
