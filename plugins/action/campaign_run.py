@@ -69,9 +69,9 @@ def checked(values: dict[str, Any]) -> dict[str, Any]:
     if errors:
         raise ValueError(errors[0])
     unset: tuple[Any, ...] = (None, "", [])
-    sizes, seed, bound = (
-        values.get(name) for name in ("aorta_scaling_sizes", "aorta_scaling_seed", "aorta_scaling_min_efficiency")
-    )
+    sizes: Any = values.get("aorta_scaling_sizes")
+    seed: Any = values.get("aorta_scaling_seed")
+    bound: Any = values.get("aorta_scaling_min_efficiency")
     return {
         "aorta_scaling_sizes": None if sizes in unset else [int(size) for size in sizes],
         "aorta_scaling_seed": None if seed in unset else int(seed),
