@@ -124,7 +124,8 @@ class ActionModule(Step):
         collect_dir = None
         # The mode follows the cluster file's node count, not the survivors': one node left must not
         # turn auto into script mode.
-        if _launch.launch_mode(s["aorta_master_launch_mode"], len(cluster)) == "script":
+        mode = _launch.launch_mode(s["aorta_master_launch_mode"], len(cluster), s["aorta_training_overrides"])
+        if mode == "script":
             collect_dir = self._script_mode(s, prepared, len(nodes))
         plan = _plan.node_launch(
             s,
@@ -233,14 +234,8 @@ class ActionModule(Step):
             config = yaml.safe_load(text) if text else {}
         except yaml.YAMLError as exc:
             raise _launch.LaunchError(f"{s['aorta_base_config']}: not YAML ({str(exc).splitlines()[0]})") from None
-        out = _launch.config_output_dir(config, s["aorta_container_mount_path"], s["aorta_base_config"])
-        if s["aorta_training_overrides"]:
-            display.display(
-                f"script launch mode: {s['aorta_experiment_script']} receives only the config, so "
-                f"aorta_training_overrides do not reach Aorta and its files go to {out} (only files newer than "
-                "this launch are collected). aorta_master_launch_mode=torchrun applies them."
-            )
-        return out
+        # No overrides here: script mode with aorta_training_overrides is refused (_launch.launch_mode).
+        return _launch.config_output_dir(config, s["aorta_container_mount_path"], s["aorta_base_config"])
 
     def _command(self, argv: list[str]) -> dict[str, Any]:
         return self._execute_module(

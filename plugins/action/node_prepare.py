@@ -151,7 +151,7 @@ class ActionModule(NodeProbe):
             return result
         try:
             s = _settings.read(self._templar.template, task_vars, NAMES)
-            mode = launch_mode(s["aorta_master_launch_mode"], len(nodes))
+            mode = launch_mode(s["aorta_master_launch_mode"], len(nodes), s["aorta_training_overrides"])
         except (_settings.SettingsError, LaunchError) as exc:
             result.update(failed=True, msg=str(exc), own=True, reached=False)
             return result

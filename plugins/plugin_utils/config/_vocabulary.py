@@ -206,6 +206,7 @@ READ_BY = {
         "aorta_run_id_resolved",
         "aorta_setup_timeout_seconds",
         "aorta_train_script",
+        "aorta_training_overrides",
         "aorta_vpc_ip",
     ),
     "run_context": (

@@ -37,20 +37,32 @@ def master_addr(override: Any, head_vpc_ip: Any, head_key: str) -> str:
     raise LaunchError("aorta_master_addr: no head address known (empty override, vpc_ip and node key)")
 
 
-def launch_mode(mode: Any, nnodes: int) -> str:
-    """Resolve ``auto`` to ``script`` (one node) or ``torchrun``; ``script`` on several nodes is an error."""
+def launch_mode(mode: Any, nnodes: int, overrides: Any = None) -> str:
+    """Resolve ``auto`` to ``script`` (one node without ``overrides``) or ``torchrun``; ``script`` on
+    several nodes, or with overrides, is an error. Script mode runs the experiment script
+    (aorta_experiment_script: Aorta's scripts/launch_rocm.sh reads only the config), which takes no
+    ``--override``: one node with aorta_training_overrides would run without them, unsaid."""
     mode = "auto" if mode in (None, "") else str(mode)
+    try:
+        overridden = bool(_override_items(overrides))
+    except LaunchError:
+        overridden = True  # the launch says what is wrong with them
     if mode not in LAUNCH_MODES:
         raise LaunchError(f"aorta_master_launch_mode: {mode!r} is not one of {', '.join(LAUNCH_MODES)}")
     nnodes = int(nnodes)
     if nnodes < 1:
         raise LaunchError("aorta_nodes: no nodes to launch on")
     if mode == "auto":
-        return "script" if nnodes == 1 else "torchrun"
+        return "script" if nnodes == 1 and not overridden else "torchrun"
     if mode == "script" and nnodes > 1:
         raise LaunchError(
             f"aorta_master_launch_mode: 'script' runs on one node only, but the cluster has {nnodes}; "
             "use 'torchrun' or 'auto', or list one node in the cluster file"
+        )
+    if mode == "script" and overridden:
+        raise LaunchError(
+            "aorta_master_launch_mode: 'script' runs the experiment script, which takes no --override, so "
+            "aorta_training_overrides would not apply: use 'torchrun' or 'auto', or leave the overrides out"
         )
     return mode
 

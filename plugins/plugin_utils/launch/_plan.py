@@ -67,7 +67,7 @@ def _node_run(s: Mapping[str, Any], nnodes: int, collect_dir: str | None, cluste
     mount = str(s["aorta_container_mount_path"]).rstrip("/") or "/"
     path = str(s["aorta_path"])
     # The cluster file's node count decides auto (``cluster_nodes``): excluded nodes do not change it.
-    mode = _launch.launch_mode(s["aorta_master_launch_mode"], cluster_nodes or nnodes)
+    mode = _launch.launch_mode(s["aorta_master_launch_mode"], cluster_nodes or nnodes, s["aorta_training_overrides"])
     nproc = int(s["aorta_nproc_per_node"] or s["aorta_gpus_per_node"])
     deadlines = launch_deadlines(
         s["aorta_timeout_seconds"],
