@@ -11,7 +11,11 @@ would hold it at one whatever the group count (issue 54, item 5) is not built: a
 be min(64, aorta_scaling_parallel); the line says so rather than measuring a number the design
 cannot give.
 
-Last line: BENCH scaling campaign_s=... runs_sum_s=... ratio=... rung1_runs_at_once=... nodes=4
+And the controller's memory per group run at rung 1 (the PSS of each group's ansible-playbook and its
+forks, averaged over the groups alive, the most seen): what a group per ansible-playbook costs, and
+why a rung of 1000 groups cannot all run at once that way.
+
+Last line: BENCH scaling campaign_s=... runs_sum_s=... ratio=... rung1_runs_at_once=... group_run_mib=... nodes=4
 """
 
 from __future__ import annotations
@@ -55,23 +59,41 @@ def one_run(tmp: Path, nodes: int) -> float:
     return took
 
 
-def watched_at_once(stop: threading.Event, found: list[int]) -> None:
-    """The most rung-1 group runs alive at once (their ansible-playbook command lines)."""
+def pss_kb(pid: str) -> int:
+    """A process's proportional set size (shared pages split between their users), in KiB; 0 once gone."""
+    try:
+        text = Path(f"/proc/{pid}/smaps_rollup").read_text()
+    except OSError:
+        return 0
+    found = re.search(r"^Pss:\s+(\d+) kB", text, re.M)
+    return int(found.group(1)) if found else 0
+
+
+def watched_at_once(stop: threading.Event, found: list[int], memory: list[float]) -> None:
+    """The most rung-1 group runs alive at once (their ansible-playbook command lines), and each
+    sample's controller memory per group run (the PSS of its ansible-playbook and forks, MiB)."""
     while not stop.is_set():
-        out = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True, check=False).stdout
+        out = subprocess.run(["ps", "-eo", "pid=,args="], capture_output=True, text=True, check=False).stdout
         # Distinct run ids: each ansible-playbook's forks carry its command line too.
-        found.append(
-            len(set(re.findall(r"-k1-g\d+", "\n".join(line for line in out.splitlines() if "aorta_multinode" in line))))
-        )
+        groups: dict[str, int] = {}
+        for line in out.splitlines():
+            pid, _, args = line.strip().partition(" ")
+            run = re.search(r"-k1-g\d+", args) if "aorta_multinode" in args else None
+            if run:
+                groups[run.group(0)] = groups.get(run.group(0), 0) + pss_kb(pid)
+        found.append(len(groups))
+        if groups:
+            memory.append(sum(groups.values()) / len(groups) / 1024)
         time.sleep(0.2)
 
 
-def campaign(tmp: Path) -> tuple[float, dict, int]:
+def campaign(tmp: Path) -> tuple[float, dict, int, float]:
     where = tmp / "campaign"
     extra = {"aorta_results_dir": str(where), "aorta_training_overrides": PROFILE}
     samples: list[int] = []
+    memory: list[float] = []
     stop = threading.Event()
-    sampler = threading.Thread(target=watched_at_once, args=(stop, samples), daemon=True)
+    sampler = threading.Thread(target=watched_at_once, args=(stop, samples, memory), daemon=True)
     sampler.start()
     started = time.monotonic()
     proc = playbook("aorta.cluster.scaling", standin.OUT / "cluster.json", "-e", json.dumps(extra))
@@ -80,7 +102,7 @@ def campaign(tmp: Path) -> tuple[float, dict, int]:
     sampler.join(5)
     if proc.returncode != 0:
         raise RuntimeError(proc.stdout[-3000:])
-    return took, json.loads((where / "campaign.json").read_text()), max(samples or [0])
+    return took, json.loads((where / "campaign.json").read_text()), max(samples or [0]), max(memory or [0.0])
 
 
 def main() -> int:
@@ -90,7 +112,7 @@ def main() -> int:
             one_run(Path(tmp), 1)  # the first run on fresh nodes copies py-spy to each: apart
             runs = {size: one_run(Path(tmp), size) for size in (NODES, 1, 2)}
             runs["top"] = one_run(Path(tmp), NODES)
-            took, document, at_once = campaign(Path(tmp))
+            took, document, at_once, group_mib = campaign(Path(tmp))
     finally:
         standin.down()
     total = sum(runs.values())
@@ -100,9 +122,14 @@ def main() -> int:
     print(
         f"at 64 nodes rung 1 would run min(64, aorta_scaling_parallel={PARALLEL}) at once: not equal (no campaign head)"
     )
+    # Why a group per ansible-playbook cannot run a 1000-node rung at once: the controller's memory.
+    print(
+        f"controller memory per group run at rung 1: {group_mib:.0f} MiB (PSS of its ansible-playbook and forks, "
+        f"the most seen); all 1000 groups of a 1000-node rung 1 at once: {group_mib * 1000 / 1024:.0f} GiB"
+    )
     print(
         f"BENCH scaling campaign_s={took:.1f} runs_sum_s={total:.1f} ratio={took / total:.2f} "
-        f"rung1_runs_at_once={at_once} nodes={NODES} "
+        f"rung1_runs_at_once={at_once} group_run_mib={group_mib:.0f} nodes={NODES} "
         f"cores={os.cpu_count()}"
     )
     return 0

@@ -207,6 +207,8 @@ class ActionModule(Step):
             # the same way (an inventory holding nodes beside that variable is refused by inventory_guard).
             "by_variable": bool(self._variable(task_vars, "aorta_cluster_file")),
             "playbook": _children.executable(sys.argv[0], shutil.which),
+            # The history's fingerprints, should the campaign's row be the first in a root without index.json.
+            "ignore": [str(key) for key in self._variable(task_vars, "aorta_baseline_ignore") or ()],
         }
 
     def run(self, tmp: Any = None, task_vars: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -252,7 +254,7 @@ class ActionModule(Step):
         paths = self.write(where, document)
         root = os.path.dirname(os.path.abspath(where.rstrip("/")))
         try:  # the results root's history: a row for the campaign (its record is written already)
-            paths["history"] = _history.update_campaign(root, where, document)["index_html"]
+            paths["history"] = _history.update_campaign(root, where, document, plan["ignore"])["index_html"]
         except OSError as exc:
             result.setdefault("warnings", []).append(f"{root}: history not updated: {exc.strerror or exc}")
         verdict = document["verdict"]
@@ -296,7 +298,8 @@ class ActionModule(Step):
 
             def was_stopped(index: int) -> bool:  # aorta.cluster.stop ended this group's run
                 record = read_json_object(os.path.join(dirs[index], "run.json")) or {}
-                return record.get("run_id") == ids[index] and record.get("status") == "STOPPED"
+                outside = _campaign_ids.STOP_WORDS in str(record.get("message") or "")
+                return record.get("run_id") == ids[index] and (record.get("status") == "STOPPED" or outside)
 
             codes, _stopped = _children.run_all(jobs, parallel, stop_requested, was_stopped=was_stopped)
             found = [

@@ -14,6 +14,7 @@ from ansible.errors import AnsibleConnectionFailure
 from ansible.utils.display import Display
 
 from ansible_collections.aorta.cluster.plugins.module_utils.node_runtime import _time_bounds
+from ansible_collections.aorta.cluster.plugins.module_utils.node_runtime._campaign_ids import STOP_WORDS
 from ansible_collections.aorta.cluster.plugins.plugin_utils.cluster._controller import controller_identity
 from ansible_collections.aorta.cluster.plugins.plugin_utils.config import _settings
 from ansible_collections.aorta.cluster.plugins.plugin_utils.launch._plan import run_head
@@ -31,7 +32,7 @@ def stop_args(grace_seconds: Any, who: str, now: dt.datetime) -> dict[str, Any]:
     (a heartbeat for the head to read the request, one for each worker to hear of it)."""
     bound = _time_bounds.stop_bound_s(int(grace_seconds), 0) + 2 * _time_bounds.HEARTBEAT_S
     return {
-        "stop_reason": f"stopped by aorta.cluster.stop from {who} at {now:%Y-%m-%d %H:%M:%S} UTC",
+        "stop_reason": f"{STOP_WORDS} from {who} at {now:%Y-%m-%d %H:%M:%S} UTC",
         "wait_seconds": int(bound),
         "grace_seconds": int(grace_seconds),  # the node waits longer for a run launched with a longer grace
     }
@@ -96,8 +97,9 @@ def stopped(
     node: str, is_head: bool, run_id: str, answer: dict[str, Any], kept: dict[str, Any] | None, ours: bool
 ) -> dict[str, Any]:
     """A stop's result on one node: ``run_id`` (the campaign's group run for a campaign's id) and, for
-    the teardown after it, that run's rank here when the launch kept it. ``is_head``: the cluster
-    file's head, for a run's own id (a campaign's groups have heads of their own)."""
+    the teardown after it, that run's rank here when the launch kept it, or who holds the node
+    where nothing of the id ran here. ``is_head``: the cluster file's head, for a run's own id (a
+    campaign's groups have heads of their own)."""
     status, lease = answer.get("status") or {}, answer.get("lease")
     # Ended before this stop asked anything (the status is read again after the wait it asked for).
     if is_head and status.get("finished") and not ours and not answer.get("asked_head"):
@@ -105,8 +107,8 @@ def stopped(
         why = f"{status.get('outcome')}: {status.get('reason')}" if status.get("reason") else status.get("outcome")
         line = f"run {run_id} already ended on {node} ({why}): nothing to stop; {holder_words(lease)}"
         return {"changed": False, "state": "finished", "line": line, "run_id": run_id}
-    if is_head and not kept and not ours:
-        return {"failed": True, "msg": f"no run {run_id} on {node}: {holder_words(lease)}"}
+    # An id nothing of which ran here is not refused on one node: a campaign's groups may not have
+    # reached the cluster file's head yet; stop_record refuses the id once every node has answered.
     said = {
         "changed": bool(answer.get("asked_head")),
         "state": status.get("state") or ("held" if ours else "absent"),
@@ -116,6 +118,8 @@ def stopped(
         "waited_s": answer.get("waited_s", 0),
         "run_id": run_id,
     }
+    if not kept and not ours and not status:
+        said["holder"] = holder_words(lease)
     rank = ((kept or {}).get("launch") or {}).get("rank")
     if isinstance(rank, int):  # else the teardown takes the node's rank in the cluster file
         said["node_rank"] = rank

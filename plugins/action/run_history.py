@@ -33,5 +33,6 @@ class ActionModule(Step):
             result.update(failed=True, msg=f"{exc.filename or root}: cannot write the history: {exc.strerror}")
             return result
         result.update(changed=True, root=root, **found)
-        result["msg"] = f"history of {found['runs']} runs: {found['index_html']}"
+        campaigns = f" and {found['campaigns']} scaling campaigns" if found.get("campaigns") else ""
+        result["msg"] = f"history of {found['runs']} runs{campaigns}: {found['index_html']}"
         return result

@@ -44,9 +44,21 @@ def stop_entry(stops: dict[str, Any], who: str, now: dt.datetime, played: list[s
         "not_finished": not_finished,
         # Neither asked nor waited for: whatever runs there stops at the run's own deadline.
         "unreachable": [node for node, result in stops.items() if result.get("state") == "unreachable"],
-        # The runs stopped: the id's own, or a scaling campaign's group runs (each node's, run_attach).
-        "runs": sorted({str(result["run_id"]) for result in stops.values() if result.get("run_id")}),
+        # The runs whose heads were asked: the id's own, or a scaling campaign's group runs (run_attach).
+        "runs": sorted({str(r["run_id"]) for r in stops.values() if r.get("run_id") and r.get("asked_head")}),
     }
+
+
+def unknown(run_id: str, stops: dict[str, Any], played: list[str]) -> str:
+    """The refusal of an id that nothing on any node that answered holds or ran, naming who holds the
+    first such node; '' otherwise (a node not reached may hold it: the stop says so instead)."""
+    answered = {
+        node: result for node, result in stops.items() if node in played and result.get("state") != "unreachable"
+    }
+    if not answered or any(result.get("state") != "absent" or "holder" not in result for result in answered.values()):
+        return ""
+    node, result = next(iter(answered.items()))
+    return f"no run {run_id} on {node}: {result['holder']}"
 
 
 def named(nodes: list[str]) -> str:
@@ -110,6 +122,10 @@ class ActionModule(Step):
         values = _node_results.host_values(task_vars.get("hostvars") or {}, nodes, ("aorta_stop",), template)
         stops = {node: dict(values[node].get("aorta_stop") or {}) for node in nodes}
         played = [str(node) for node in task_vars.get("ansible_play_hosts_all") or nodes]
+        refused = unknown(run_id, stops, played)
+        if refused:  # nothing of the id on any node that answered: one line, nothing recorded
+            result.update(failed=True, msg=refused)
+            return result
         entry = stop_entry(stops, controller_identity(), dt.datetime.now(dt.timezone.utc), played)
         where = results_dir(
             str(template(task_vars.get("aorta_results_dir", "")) or ""),

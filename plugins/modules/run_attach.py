@@ -21,10 +21,14 @@ description:
     cannot be read (launched by another account: the file is 0600) fails rather than be taken for either."
   - "With O(purpose=stop), O(run_id) may be a scaling campaign's id (M(aorta.cluster.campaign_run)): on each node
     it stands for the campaign's group run that holds the node (its lease), else the last of the campaign's group
-    runs that ran there; so one stop by the campaign's id reaches the head of every group that runs."
+    runs that ran there; so one stop by the campaign's id reaches the head of every group that runs. Where the id
+    ran nothing of its own, the stop is also left on the node (C(stops/<run_id>) in O(directory), kept two weeks):
+    a later group run of the campaign is refused when it takes the node, so a stop between rungs, or while a group
+    is in its preflight, still ends the campaign."
   - "The registered result of the action is not the module's: for V(watch) C(prepare), C(launch), C(run_started_epoch)
-    and C(state); for V(stop) C(state), C(outcome), C(reason), C(asked_head), C(waited_s) and, for a run that had
-    already ended, C(line)."
+    and C(state); for V(stop) C(state), C(outcome), C(reason), C(asked_head), C(waited_s), C(run_id) (the group
+    run of a campaign's id), C(node_rank) (that run's rank here, when its launch kept it), C(holder) (who holds the
+    node, where nothing of the id ran here) and, for a run that had already ended, C(line)."
 author:
   - aorta.cluster maintainers (@aorta-cluster)
 options:
@@ -129,7 +133,7 @@ import time
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.aorta.cluster.plugins.module_utils.node_runtime._aggregator import stop_request_path
-from ansible_collections.aorta.cluster.plugins.module_utils.node_runtime._campaign_ids import of_campaign
+from ansible_collections.aorta.cluster.plugins.module_utils.node_runtime._campaign_ids import mark_stop, of_campaign
 from ansible_collections.aorta.cluster.plugins.module_utils.node_runtime._lease import (
     Lease,
     LeaseError,
@@ -273,7 +277,11 @@ def main():
         run_id = campaign_run(p["directory"], run_id, time.time())
     found = attached(p["directory"], run_id, time.time())
     asked, waited = False, 0.0
-    if p["purpose"] == "stop" and not module.check_mode:
+    stopping = p["purpose"] == "stop" and not module.check_mode
+    if stopping and (run_id != p["run_id"] or not found["status"]):
+        # Nothing of the id's own ran here: it may be a campaign's, whose later group runs must not start.
+        mark_stop(p["directory"], p["run_id"], p["stop_reason"])
+    if stopping:
         asked = ask_head(p["directory"], run_id, p["stop_reason"], found["status"])
         if found["status"] and not found["status"].get("finished") and p["wait_seconds"] > 0:
             waited = wait_for_end(

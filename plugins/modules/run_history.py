@@ -16,7 +16,8 @@ description:
   - "Reads every C(run.json) one level under O(root) (each run's results directory) with its report
     and writes C(index.json) and C(index.html) there, under the history's lock, each replaced
     atomically: one row per run, newest first, and per cluster fingerprint a trend of step time and
-    throughput as inline SVG."
+    throughput as inline SVG. Every C(campaign.json) one level under O(root) (a scaling campaign's
+    directory) adds a row under C(campaigns), listed above the runs."
   - "Every run adds its own row at its end (M(aorta.cluster.run_outcome)); this rebuilds the whole
     history, after runs were moved or for runs older than the history. C(playbooks/run_history.yml)
     runs it on C(aorta_results_root)."
@@ -52,6 +53,10 @@ root:
   type: str
 runs:
   description: The runs in the history.
+  returned: when not in check mode
+  type: int
+campaigns:
+  description: The scaling campaigns in the history.
   returned: when not in check mode
   type: int
 index_html:

@@ -184,6 +184,28 @@ def test_a_throttled_link_is_named_by_the_opening_run_and_no_rung_runs_it(four, 
     agree(document, where)
 
 
+def test_a_dead_node_ends_its_groups_run_not_the_campaign(four, tmp_path):
+    """Node 3 powered off behind its switch (its stand-in paused: SSH hangs) before the campaign: the
+    opening run of every node fails at its preflight naming it, the node leaves the campaign, and
+    rungs 1 and 3 run on the other three and complete."""
+    dead = four.nodes[3]
+    container = f"aorta-standin-{four.instance}-n3"
+    subprocess.run(["docker", "pause", container], check=True, capture_output=True)
+    try:
+        proc, document, where = four.campaign(tmp_path, aorta_scaling_sizes=[1, 3], aorta_connect_timeout=5)
+    finally:
+        subprocess.run(["docker", "unpause", container], check=True, capture_output=True)
+    assert proc.returncode != 0
+    assert document["opening"]["status"] == "FAILED", document["opening"]
+    assert [(e["node"], e["rung"]) for e in document["named"]] == [(dead, 0)], document["named"]
+    assert dead in document["named"][0]["evidence"] or document["named"][0]["kind"], document["named"]
+    assert [(r["size"], r["completed"], r["group_count"]) for r in document["rungs"]] == [(1, 3, 3), (3, 1, 1)]
+    assert all(dead not in g["nodes"] for r in document["rungs"] for g in r["groups"])
+    assert document["left"] == four.nodes[:3] and document["verdict"]["reasons"] == [f"named 1 node: {dead}"]
+    agree(document, where)
+    assert four.containers_left() == []
+
+
 def test_ctrl_c_stops_every_group_of_a_rung_and_names_nobody(four, tmp_path):
     """The terminal's Ctrl-C (SIGINT to the campaign's process group) during rung 1: every group's
     run gets it as its own first Ctrl-C (its ansible-playbook runs in a session of its own), stops its

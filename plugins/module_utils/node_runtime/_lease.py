@@ -21,6 +21,8 @@ import os
 import signal
 import time
 
+from ansible_collections.aorta.cluster.plugins.module_utils.node_runtime._campaign_ids import stop_of
+
 LEASE_FILE = "node.lease"
 LOCK_FILE = "node.lock"
 BOOT_ID = "/proc/sys/kernel/random/boot_id"
@@ -311,6 +313,9 @@ def take(directory, run_id, owner, expires_in, run, docker="docker", check_mode=
     """
     lease = Lease(directory)
     now = time.time() if now is None else now
+    stopped_campaign = stop_of(directory, run_id)
+    if stopped_campaign:  # aorta.cluster.stop by the campaign's id reached this node first
+        raise LeaseError(stopped_campaign)
     current = lease.read()
     other = current if current and current.get("run_id") != run_id else None
     if check_mode:

@@ -28,6 +28,7 @@ from ansible_collections.aorta.cluster.plugins.module_utils.node_runtime import 
     _sweep_net,
     _sweep_phase,
 )
+from ansible_collections.aorta.cluster.plugins.module_utils.node_runtime._campaign_ids import stop_of
 from ansible_collections.aorta.cluster.plugins.module_utils.node_runtime._lease import (
     Lease,
     LeaseError,
@@ -190,6 +191,9 @@ def prepare(p, path, launch, cleanup, diagnose, capture_note):
     (held by this process, with the run's deadline plus the stop), the head's aggregator, the
     supervisor itself. Returns (supervisor, lease); raises Refused."""
     docker, container = p["docker"], p["container"]
+    stopped_campaign = stop_of(p["directory"], p["run_id"])
+    if stopped_campaign:  # a stop by the campaign's id came while this group was in its preflight
+        raise Refused(stopped_campaign)
     lease = Lease(p["directory"])
     now = time.time()
     # The head serves the others after its own end: its lease holds for that too.

@@ -16,6 +16,8 @@ import statistics
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from ansible_collections.aorta.cluster.plugins.module_utils.node_runtime._campaign_ids import STOP_WORDS
+
 
 def _dict(value: Any) -> Mapping[str, Any]:
     return value if isinstance(value, Mapping) else {}
@@ -82,6 +84,9 @@ def group_run(record: Mapping[str, Any], report: Mapping[str, Any] | None, where
         "run_id": record.get("run_id"),
         "dir": where,
         "status": str(record.get("status") or "FAILED"),
+        # aorta.cluster.stop ended it (by its id or the campaign's: a STOPPED run, or one refused its
+        # nodes by the campaign's stop): the operator's doing, no evidence against a node.
+        "stopped_from_outside": STOP_WORDS in str(record.get("message") or ""),
         "iteration_ms": positive(_dict(report.get("performance")).get("avg_step_time_ms")),
         "samples_per_second": positive(run.get("samples_per_second")),
         "named": named_nodes(record, report),

@@ -98,8 +98,10 @@ def stopped_by(stopped: Callable[[], bool], runs: Sequence[Mapping[str, Any]]) -
     with a group stopped cannot be judged whole, and the operator asked for the nodes back."""
     if stopped():
         return "Ctrl-C"
-    held = [str(run.get("run_id")) for run in runs if run.get("status") == "STOPPED"]
-    return f"aorta.cluster.stop of {first_names(held, 1)}" if held else ""
+    # The group the stop named first; the others were stopped by the campaign in turn (their Ctrl-C).
+    outside = [str(run.get("run_id")) for run in runs if run.get("stopped_from_outside")]
+    held = outside or [str(run.get("run_id")) for run in runs if run.get("status") == "STOPPED"]
+    return f"aorta.cluster.stop of {held[0]}" if held else ""
 
 
 def opening_line(opening: Mapping[str, Any]) -> str:

@@ -183,6 +183,12 @@ def _group_sizes(value: Any) -> str | None:
     return None
 
 
+def _spelled_optional(rule: Callable[[Any], str | None]) -> Callable[[Any], str | None]:
+    """``rule`` on the YAML the value spells, unless that is unset (``-e aorta_scaling_seed=null``)."""
+    unset = _optional(rule)
+    return lambda value: unset(spelled(value))
+
+
 def _true_or_false(value: Any) -> str | None:
     return None if isinstance(spelled(value), bool) else "must be true or false"
 
@@ -232,9 +238,9 @@ RULES: dict[str, Callable[[Any], str | None]] = {
     # CVS's expected_results: known names, finite numbers in range (ratios 0..1); lines name the key.
     "aorta_expected_results": lambda value: "; ".join(threshold_problems(value)) or None,
     # The scaling campaign's (the sizes against the node count: plugin_utils/campaign/_ladder).
-    "aorta_scaling_sizes": _optional(_group_sizes, (None, "", [])),
-    "aorta_scaling_seed": _optional(_at_least(0)),
-    "aorta_scaling_min_efficiency": _optional(_fraction),
+    "aorta_scaling_sizes": lambda value: _optional(_group_sizes, (None, "", []))(spelled(value)),
+    "aorta_scaling_seed": _spelled_optional(_at_least(0)),
+    "aorta_scaling_min_efficiency": _spelled_optional(_fraction),
     "aorta_scaling_parallel": _at_least(1),
     "aorta_scaling_exclude": _true_or_false,
     "aorta_scaling_opening": _true_or_false,

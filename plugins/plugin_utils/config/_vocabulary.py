@@ -230,6 +230,7 @@ READ_BY = {
         "aorta_verdict_ignores",
     ),
     "scaling": (
+        "aorta_baseline_ignore",
         "aorta_scaling_exclude",
         "aorta_scaling_min_efficiency",
         "aorta_scaling_opening",

@@ -43,10 +43,11 @@ def launch_mode(mode: Any, nnodes: int, overrides: Any = None) -> str:
     (aorta_experiment_script: Aorta's scripts/launch_rocm.sh reads only the config), which takes no
     ``--override``: one node with aorta_training_overrides would run without them, unsaid."""
     mode = "auto" if mode in (None, "") else str(mode)
+    unreadable: LaunchError | None = None
     try:
         overridden = bool(_override_items(overrides))
-    except LaunchError:
-        overridden = True  # the launch says what is wrong with them
+    except LaunchError as exc:
+        overridden, unreadable = True, exc  # said where the launch reads them, or below for script mode
     if mode not in LAUNCH_MODES:
         raise LaunchError(f"aorta_master_launch_mode: {mode!r} is not one of {', '.join(LAUNCH_MODES)}")
     nnodes = int(nnodes)
@@ -59,6 +60,8 @@ def launch_mode(mode: Any, nnodes: int, overrides: Any = None) -> str:
             f"aorta_master_launch_mode: 'script' runs on one node only, but the cluster has {nnodes}; "
             "use 'torchrun' or 'auto', or list one node in the cluster file"
         )
+    if mode == "script" and unreadable is not None:
+        raise unreadable
     if mode == "script" and overridden:
         raise LaunchError(
             "aorta_master_launch_mode: 'script' runs the experiment script, which takes no --override, so "

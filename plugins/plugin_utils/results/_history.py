@@ -311,14 +311,17 @@ def update(
         return {**_publish(root, _sorted(rows), _campaigns(root)), "added": row is not None}
 
 
-def update_campaign(root: str, campaign_dir: str, document: Mapping[str, Any]) -> dict[str, Any]:
+def update_campaign(
+    root: str, campaign_dir: str, document: Mapping[str, Any], ignore: Iterable[str] = ()
+) -> dict[str, Any]:
     """Add or replace the campaign's row (its ``campaign.json`` ``document``, in ``campaign_dir``) in
     ``<root>/index.json`` and rewrite ``<root>/index.html``, under the root's lock; the runs' rows
-    are kept as they are. Returns ``{index_json, index_html, runs, campaigns}``."""
+    are kept as they are (read from each run, with ``ignore`` as ``update`` takes it, where there is
+    no index yet). Returns ``{index_json, index_html, runs, campaigns}``."""
     with _locked(root):
         rows = _indexed(root)
         if rows is None:
-            rows = _scan(root, ())
+            rows = _scan(root, tuple(ignore))
         row = campaign_entry(campaign_dir, root, document)
         campaigns = [c for c in _campaigns(root) if row is None or c.get("dir") != row["dir"]]
         return _publish(root, _sorted(rows), _sorted([*campaigns, *([row] if row else [])]))

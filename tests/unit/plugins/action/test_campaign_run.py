@@ -16,6 +16,7 @@ import pytest
 import yaml
 
 from ansible_collections.aorta.cluster.plugins.action import campaign_run
+from ansible_collections.aorta.cluster.plugins.plugin_utils.config import _variables
 
 FILLED = Path(__file__).resolve().parents[3] / "fixtures" / "cluster_files" / "filled" / "cluster.json"
 
@@ -132,6 +133,15 @@ def test_settings_given_as_key_value_strings_are_read_as_what_they_spell():
     )
     assert found["aorta_scaling_opening"] is False and found["aorta_scaling_parallel"] == 4
     assert found["aorta_scaling_sizes"] == [1, 3]
+    # Unset as YAML spells it, in the rules check_variables runs too.
+    unset = {"aorta_scaling_seed": "null", "aorta_scaling_sizes": "null", "aorta_scaling_min_efficiency": "~"}
+    assert _variables.check(unset) == []
+    found = campaign_run.checked(unset)
+    assert (found["aorta_scaling_seed"], found["aorta_scaling_sizes"], found["aorta_scaling_min_efficiency"]) == (
+        None,
+        None,
+        None,
+    )
 
 
 def test_the_campaign_stops_when_ansible_playbook_is_gone():

@@ -63,8 +63,10 @@ def test_a_stop_refuses_a_wrong_id_on_the_head_and_says_a_finished_run_is_over()
         "line": "run r1 already ended on h (ok): nothing to stop; the node is free",
         "run_id": "r1",
     }
+    # A wrong id: the node says who holds it; stop_record refuses once every node has answered.
     wrong = attachment("h", True, "r1", {"attach": None, "status": None, "lease": OTHER}, "stop")
-    assert wrong["failed"] and wrong["msg"].startswith("no run r1 on h: the node is held by run r9")
+    assert not wrong.get("failed") and wrong["state"] == "absent"
+    assert wrong["holder"].startswith("the node is held by run r9")
     # Asked and waited for: the status read after the wait says finished, the lease is gone, and
     # that is this stop's doing, not a run that had already ended.
     stopped = {"state": "finished", "finished": True, "outcome": "failed", "reason": "stopped from the controller: x"}
@@ -83,7 +85,7 @@ def test_a_stop_refuses_a_wrong_id_on_the_head_and_says_a_finished_run_is_over()
     assert not attachment("n1", False, "r1", ended, "stop").get("failed")
 
 
-def test_a_stop_by_a_campaigns_id_answers_for_the_group_run_on_each_node_and_refuses_only_a_campaign_never_run():
+def test_a_stop_by_a_campaigns_id_answers_for_the_group_run_on_each_node():
     group = {"run_id": "c7-k2-g1", "live": True, "line": "run c7-k2-g1 (owner me@ctl, lease until ...)"}
     running = {"attach": KEPT, "status": {"state": "running"}, "lease": group, "run_id": "c7-k2-g1", "asked_head": True}
     # The cluster file's head runs in a group: the group's run and its rank there, for the teardown.
@@ -95,9 +97,9 @@ def test_a_stop_by_a_campaigns_id_answers_for_the_group_run_on_each_node_and_ref
     assert sat_out["state"] == "finished" and "line" not in sat_out and not sat_out.get("failed")
     # A rank the launch did not keep: left to the cluster file's (the teardown's default).
     assert "node_rank" not in attachment("n1", False, "c7", dict(running, attach=None), "stop")
-    # An id that no group of any campaign ran on the head: refused there, as any unknown id.
+    # The head that no group of the campaign reached yet: not refused here (stop_record judges every node).
     never = attachment("h", True, "c7", {"attach": None, "status": None, "lease": None, "run_id": "c7"}, "stop")
-    assert never["failed"] and never["msg"] == "no run c7 on h: the node is free"
+    assert not never.get("failed") and never["state"] == "absent" and never["holder"] == "the node is free"
 
 
 def test_a_stop_asks_the_head_with_who_and_when_and_waits_to_the_supervisors_stop_bound():

@@ -7,7 +7,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 
-from ansible_collections.aorta.cluster.plugins.action.stop_record import append_stop, stop_entry, stop_line
+from ansible_collections.aorta.cluster.plugins.action.stop_record import append_stop, stop_entry, stop_line, unknown
 
 NOW = dt.datetime(2026, 12, 6, 11, 30, tzinfo=dt.timezone.utc)
 
@@ -49,6 +49,17 @@ def test_a_campaigns_stop_names_the_group_runs_whose_heads_it_asked_in_one_line_
     assert stop_line("r1", stop_entry({"h": {"run_id": "r1", "asked_head": True}}, "me", NOW), 1, "").startswith(
         "stop r1: asked its head to stop every node"
     )
+
+
+def test_an_id_no_node_that_answered_holds_or_ran_is_refused_naming_who_holds_the_first():
+    absent = {"state": "absent", "holder": "the node is held by run r9 (owner you@ctl2)"}
+    stops = {"h": absent, "n1": {"state": "absent", "holder": "the node is free"}, "n2": {"state": "unreachable"}}
+    assert unknown("r1", stops, ["h", "n1", "n2"]) == "no run r1 on h: the node is held by run r9 (owner you@ctl2)"
+    # One node ran it (a campaign's group reached n1 only), or none answered: not refused.
+    assert unknown("r1", dict(stops, n1={"state": "finished", "run_id": "r1-k1-g1"}), ["h", "n1", "n2"]) == ""
+    assert unknown("r1", {"h": {"state": "unreachable"}}, ["h"]) == ""
+    # --limit n1: the head is not asked, so not judged.
+    assert unknown("r1", stops, ["n1"]) == "no run r1 on n1: the node is free"
 
 
 def test_nodes_the_stop_could_not_reach_are_named_apart_with_what_happens_to_them():

@@ -114,3 +114,15 @@ def test_a_stop_by_a_campaigns_id_acts_on_the_campaigns_group_run_on_this_node(r
     assert ended["run_id"] == "c7-k2-g1" and ended["asked_head"] is False and ended["status"]["finished"] is True
     # A node the campaign never ran on: the id is its own.
     assert run_module(run_attach, dict(args, directory=str(tmp_path / "none")))["run_id"] == "c7"
+    # Every stop by the campaign's id left it on the node: a later group of the campaign is refused there.
+    assert (tmp_path / "stops" / "c7").read_text() == "stopped by me\n"
+    assert (tmp_path / "none" / "stops" / "c7").exists()
+
+
+def test_a_stop_of_a_run_by_its_own_id_leaves_no_campaign_stop(run_module, tmp_path):
+    (tmp_path / "runs").mkdir()
+    (tmp_path / "runs" / "r1.json").write_text(json.dumps({"state": "running", "finished": False}))
+    run_module(run_attach, {"run_id": "r1", "directory": str(tmp_path), "purpose": "stop", "stop_reason": "x"})
+    assert not (tmp_path / "stops").exists()
+    run_module(run_attach, {"run_id": "c9", "directory": str(tmp_path), "purpose": "stop"}, check=True)
+    assert not (tmp_path / "stops").exists()  # check mode writes nothing

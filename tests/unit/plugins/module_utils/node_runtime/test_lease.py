@@ -12,6 +12,7 @@ import time
 import pytest
 
 from ansible_collections.aorta.cluster.plugins.module_utils.node_runtime import _lease as lease_mod
+from ansible_collections.aorta.cluster.plugins.module_utils.node_runtime._campaign_ids import mark_stop
 from ansible_collections.aorta.cluster.plugins.module_utils.node_runtime._lease import Lease, LeaseError, LeaseHeld
 
 
@@ -172,6 +173,16 @@ def test_take_prunes_old_status_files_and_removes_orphans(tmp_path):
     assert Lease(str(tmp_path)).read()["run_id"] == "me"
 
 
+def test_a_group_run_of_a_stopped_campaign_is_refused_the_node_and_nothing_is_touched(tmp_path):
+    mark_stop(str(tmp_path), "c7", "stopped by aorta.cluster.stop from me at noon")
+    calls = []
+    with pytest.raises(LeaseError, match=r"campaign c7 was stopped by aorta\.cluster\.stop from me at noon: its run"):
+        lease_mod.take(str(tmp_path), "c7-k2-g0", "me@ctl", 60, lambda argv: calls.append(argv) or (0, "", ""))
+    assert Lease(str(tmp_path)).read() is None and calls == []
+    # Another campaign's group, and the campaign's own id as a run's: taken.
+    assert lease_mod.take(str(tmp_path), "c8-k2-g0", "me@ctl", 60, lambda argv: (0, "", ""))["result"] == "acquired"
+
+
 def test_the_lease_directory_is_shared_like_tmp(tmp_path):
     directory = tmp_path / "var" / "aorta-cluster"
     Lease(str(directory)).acquire(record("a"))
@@ -184,13 +195,13 @@ def test_a_run_whose_controller_is_gone_is_stopped_and_the_node_taken_but_a_live
     directory = str(tmp_path)
     script = (
         "import signal, sys, time\n"
-        "sys.path[:0] = [sys.argv[2]]\n"
-        "from _lease import Lease\n"
+        "sys.path[:0] = sys.argv[2].split(chr(10))\n"
+        "from ansible_collections.aorta.cluster.plugins.module_utils.node_runtime._lease import Lease\n"
         "signal.signal(signal.SIGTERM, lambda *a: (time.sleep(0.3), Lease(sys.argv[1]).release('old'), sys.exit(0)))\n"
         "print('ready', flush=True)\n"
         "while True: time.sleep(0.1)\n"
     )
-    argv = [sys.executable, "-c", script, directory, os.path.dirname(lease_mod.__file__)]
+    argv = [sys.executable, "-c", script, directory, chr(10).join(sys.path)]  # this process's ansible_collections
     holder = subprocess.Popen(argv, stdout=subprocess.PIPE, text=True)
     try:
         assert holder.stdout.readline() == "ready\n"

@@ -168,6 +168,18 @@ def test_a_group_run_stopped_from_outside_ends_the_campaign_and_names_nobody():
     reasons = document["verdict"]["reasons"]
     assert reasons == ["stopped (aorta.cluster.stop of c-k2-g1) after 1 rung: not every rung ran"]
 
+    # The stop named group 2 (its nodes refused it: the campaign's stop left on them); the campaign
+    # then stopped group 0 itself: the record names the one the operator stopped.
+    def refused(label, groups):
+        runs = inner(label, groups)
+        if label == "k2":
+            runs[0] = dict(runs[0], status="STOPPED")
+            runs[2] = dict(runs[2], status="FAILED", stopped_from_outside=True)
+        return runs
+
+    again = _rungs.campaign("c", NODES, {}, refused)
+    assert again["stopped_by"] == "aorta.cluster.stop of c-k2-g2" and again["named"] == []
+
 
 def test_a_slow_link_is_named_by_the_opening_run_and_no_rung_runs_it():
     """Four nodes, one link slow: rung 2's pair would read the stream low at both ends, so only a sweep

@@ -67,7 +67,7 @@ def test_launch_mode_errors(mode, nnodes, words):
         _launch.launch_mode(mode, nnodes)
 
 
-@pytest.mark.parametrize("overrides", [{"training.max_steps": 15}, "training.max_steps=15", ["a.b=1"], "{bad json"])
+@pytest.mark.parametrize("overrides", [{"training.max_steps": 15}, "training.max_steps=15", ["a.b=1"]])
 def test_one_node_with_overrides_runs_torchrun_under_auto_and_is_refused_under_script(overrides):
     """Script mode's experiment script takes no --override: auto on one node runs torchrun so the
     overrides apply, and script is refused rather than run without them, unsaid."""
@@ -77,6 +77,12 @@ def test_one_node_with_overrides_runs_torchrun_under_auto_and_is_refused_under_s
         _launch.launch_mode("script", 1, overrides)
     # Without overrides: as before.
     assert _launch.launch_mode("auto", 1, {}) == "script" and _launch.launch_mode("script", 1, "") == "script"
+
+
+def test_overrides_that_do_not_parse_run_torchrun_under_auto_and_are_named_under_script():
+    assert _launch.launch_mode("auto", 1, "{bad json") == "torchrun"  # the launch names what is wrong
+    with pytest.raises(LaunchError, match="aorta_training_overrides: not a JSON object"):
+        _launch.launch_mode("script", 1, "{bad json")
 
 
 def test_argv_order_and_one_override_group():
