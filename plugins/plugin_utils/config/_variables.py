@@ -167,12 +167,15 @@ def _override_keys(value: Any) -> str | None:
 
 
 def spelled(value: Any) -> Any:
-    """A value as ``-e key=value`` gives it (text) read as the YAML it spells: 'false', '4', '[1, 2]'."""
-    if isinstance(value, str) and value.strip():
+    """A value as ``-e key=value`` gives it (text) read as the YAML it spells: 'false', '4', '[1, 2]'.
+    Text comes back as plain ``str`` (Ansible hands templated text over in a ``str`` subclass, which
+    ``_optional`` would not take for the empty default)."""
+    if isinstance(value, str):
+        text = str(value)
         try:
-            return yaml.safe_load(value)
+            return yaml.safe_load(text) if text.strip() else ""
         except yaml.YAMLError:
-            return value
+            return text
     return value
 
 

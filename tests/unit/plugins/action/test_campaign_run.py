@@ -136,6 +136,11 @@ def test_settings_given_as_key_value_strings_are_read_as_what_they_spell():
     # Unset as YAML spells it, in the rules check_variables runs too.
     unset = {"aorta_scaling_seed": "null", "aorta_scaling_sizes": "null", "aorta_scaling_min_efficiency": "~"}
     assert _variables.check(unset) == []
+
+    class Tagged(str):  # templated text reaches check_variables in a str subclass (the defaults are '')
+        pass
+
+    assert _variables.check({name: Tagged("") for name in unset}) == []
     found = campaign_run.checked(unset)
     assert (found["aorta_scaling_seed"], found["aorta_scaling_sizes"], found["aorta_scaling_min_efficiency"]) == (
         None,
