@@ -49,16 +49,15 @@ def stop_entry(stops: dict[str, Any], who: str, now: dt.datetime, played: list[s
     }
 
 
-def unknown(run_id: str, stops: dict[str, Any], played: list[str]) -> str:
-    """The refusal of an id that nothing on any node that answered holds or ran, naming who holds the
-    first such node; '' otherwise (a node not reached may hold it: the stop says so instead)."""
-    answered = {
-        node: result for node, result in stops.items() if node in played and result.get("state") != "unreachable"
-    }
-    if not answered or any(result.get("state") != "absent" or "holder" not in result for result in answered.values()):
+def unknown(run_id: str, stops: dict[str, Any], played: list[str], head: str) -> str:
+    """The refusal of an id that nothing on the cluster file's head holds or ran, nor on any other
+    node that answered (a campaign's groups may hold nodes other than the head), naming who holds
+    the head; '' otherwise, and where the head was not reached or not in the play (the stop's line
+    says so instead)."""
+    answered = {node: r for node, r in stops.items() if node in played and r.get("state") != "unreachable"}
+    if head not in answered or any(r.get("state") != "absent" or "holder" not in r for r in answered.values()):
         return ""
-    node, result = next(iter(answered.items()))
-    return f"no run {run_id} on {node}: {result['holder']}"
+    return f"no run {run_id} on {head}: {answered[head]['holder']}"
 
 
 def named(nodes: list[str]) -> str:
@@ -122,7 +121,7 @@ class ActionModule(Step):
         values = _node_results.host_values(task_vars.get("hostvars") or {}, nodes, ("aorta_stop",), template)
         stops = {node: dict(values[node].get("aorta_stop") or {}) for node in nodes}
         played = [str(node) for node in task_vars.get("ansible_play_hosts_all") or nodes]
-        refused = unknown(run_id, stops, played)
+        refused = unknown(run_id, stops, played, nodes[0] if nodes else "")
         if refused:  # nothing of the id on any node that answered: one line, nothing recorded
             result.update(failed=True, msg=refused)
             return result

@@ -122,7 +122,8 @@ def agree(document: dict, where: Path) -> None:
     expected += [f"opening: {opening['nodes']} nodes"] if opening else []
     assert sorted(cases) == sorted(expected)
     failed = sorted(name for name, failure in cases.items() if failure is not None)
-    assert failed == sorted(f"node {entry['node']}" for entry in document["named"])
+    opened_badly = [f"opening: {opening['nodes']} nodes"] if opening and opening["status"] != "COMPLETED" else []
+    assert failed == sorted([f"node {entry['node']}" for entry in document["named"]] + opened_badly)
 
 
 def test_a_healthy_campaign_runs_rungs_1_2_and_4_and_names_nobody(four, tmp_path):
@@ -198,7 +199,8 @@ def test_a_dead_node_ends_its_groups_run_not_the_campaign(four, tmp_path):
     assert proc.returncode != 0
     assert document["opening"]["status"] == "FAILED", document["opening"]
     assert [(e["node"], e["rung"]) for e in document["named"]] == [(dead, 0)], document["named"]
-    assert dead in document["named"][0]["evidence"] or document["named"][0]["kind"], document["named"]
+    evidence = document["named"][0]["evidence"]
+    assert document["named"][0]["kind"] == "failed" and f"preflight[ssh]: unreachable: {dead}" in evidence, evidence
     assert [(r["size"], r["completed"], r["group_count"]) for r in document["rungs"]] == [(1, 3, 3), (3, 1, 1)]
     assert all(dead not in g["nodes"] for r in document["rungs"] for g in r["groups"])
     assert document["left"] == four.nodes[:3] and document["verdict"]["reasons"] == [f"named 1 node: {dead}"]

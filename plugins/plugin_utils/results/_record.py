@@ -14,6 +14,7 @@ import json
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from ansible_collections.aorta.cluster.plugins.module_utils.node_runtime._campaign_ids import STOP_WORDS
 from ansible_collections.aorta.cluster.plugins.module_utils.node_runtime._words import first_names
 from ansible_collections.aorta.cluster.plugins.plugin_utils.cluster._cluster_file import healthy_cluster
 from ansible_collections.aorta.cluster.plugins.plugin_utils.cluster._health_verdict import health_record, unhealthy_text
@@ -170,6 +171,18 @@ def stopped_status(stop: Mapping[str, Any], rows: Sequence[Mapping[str, Any]]) -
             "steps": steps,
         },
     }
+
+
+def stop_from_outside(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any] | None:
+    """aorta.cluster.stop by the run's id (or its campaign's), from any controller: the head's
+    aggregator stopped every node, each supervisor saying why (``cluster_stop`` of kind ``stopped``).
+    Not a failure of the nodes: the run is STOPPED, as the controller's own Ctrl-C leaves it."""
+    for row in rows:
+        stop = _dict(row.get("cluster_stop"))
+        reason = str(stop.get("reason") or "")
+        if stop.get("kind") == "stopped" and reason.startswith(STOP_WORDS):
+            return {"reason": reason, "phase": "while training", "signal": None, "at": None}
+    return None
 
 
 def diagnosis(results_dir: str, run_state: str, rows: list[Mapping[str, Any]], ranks_per_node: int | None) -> dict:
@@ -478,8 +491,9 @@ def record(
     health_found = health(rows, hostvars, sweep)
     health_found["link_errors"] = link_errors(rows, int(settings.get("aorta_link_errors_min") or 1))
     run = status(rows, settings.get("aorta_run_failure_message"), settings.get("aorta_run_failure_nodes"), hostvars)
-    if settings.get("aorta_stop_request"):
-        run = stopped_status(settings["aorta_stop_request"], rows)
+    stop = settings.get("aorta_stop_request") or stop_from_outside(rows)
+    if stop:
+        run = stopped_status(stop, rows)
     why = diagnose(results_dir, run["status"], rows, nproc(hostvars, groups))
     launch = head_launch(hostvars, groups)
     local = _vars(hostvars, "localhost")

@@ -51,15 +51,16 @@ def test_a_campaigns_stop_names_the_group_runs_whose_heads_it_asked_in_one_line_
     )
 
 
-def test_an_id_no_node_that_answered_holds_or_ran_is_refused_naming_who_holds_the_first():
+def test_an_id_nothing_on_the_head_or_any_node_that_answered_holds_or_ran_is_refused_naming_the_heads_holder():
     absent = {"state": "absent", "holder": "the node is held by run r9 (owner you@ctl2)"}
     stops = {"h": absent, "n1": {"state": "absent", "holder": "the node is free"}, "n2": {"state": "unreachable"}}
-    assert unknown("r1", stops, ["h", "n1", "n2"]) == "no run r1 on h: the node is held by run r9 (owner you@ctl2)"
-    # One node ran it (a campaign's group reached n1 only), or none answered: not refused.
-    assert unknown("r1", dict(stops, n1={"state": "finished", "run_id": "r1-k1-g1"}), ["h", "n1", "n2"]) == ""
-    assert unknown("r1", {"h": {"state": "unreachable"}}, ["h"]) == ""
-    # --limit n1: the head is not asked, so not judged.
-    assert unknown("r1", stops, ["n1"]) == "no run r1 on n1: the node is free"
+    every = ["h", "n1", "n2"]
+    assert unknown("r1", stops, every, "h") == "no run r1 on h: the node is held by run r9 (owner you@ctl2)"
+    # A campaign's group reached n1 only: not refused (its heads were asked).
+    assert unknown("r1", dict(stops, n1={"state": "finished", "run_id": "r1-k1-g1"}), every, "h") == ""
+    # The head not reached, or left out by --limit: not refused here (the stop's line names it).
+    assert unknown("r1", dict(stops, h={"state": "unreachable"}), every, "h") == ""
+    assert unknown("r1", stops, ["n1"], "h") == ""
 
 
 def test_nodes_the_stop_could_not_reach_are_named_apart_with_what_happens_to_them():

@@ -413,6 +413,27 @@ def test_a_run_the_user_stopped_is_stopped_with_the_phase_and_each_nodes_steps()
     assert found["stopped"] == {**stop, "phase": "while training", "steps": {"a": 11, "b": 12}}
 
 
+def test_a_run_stopped_by_aorta_cluster_stop_from_another_controller_is_stopped_not_failed():
+    """The watching controller had no Ctrl-C: its nodes' supervisors say the head stopped them for
+    aorta.cluster.stop (each exits 1 under SIGTERM); that is the operator's stop, not their failure."""
+    reason = "stopped by aorta.cluster.stop from me@ctl2 (ansible-playbook pid 9) at 2026-12-08 01:23:03 UTC"
+    stop = {"by": "head", "kind": "stopped", "node": "controller", "reason": reason}
+    rows = [
+        {"name": "a", "state": "failed", "exit_code": 1, "progress": {"0": 4}, "cluster_stop": stop},
+        {"name": "b", "state": "failed", "exit_code": 1, "progress": {"1": 3}, "cluster_stop": stop},
+    ]
+    found = rr.stop_from_outside(rows)
+    assert found == {"reason": reason, "phase": "while training", "signal": None, "at": None}
+    assert (
+        rr.stopped_status(found, rows)["message"]
+        == f"STOPPED by the user while training: {reason}; steps reached 3 to 4"
+    )
+    # Any other stop of the head's (a node gone, the orphan grace, a slow fabric) is not the operator's.
+    other = dict(stop, reason="stopped from the controller: no controller watched for 600 s")
+    assert rr.stop_from_outside([dict(rows[0], cluster_stop=other)]) is None
+    assert rr.stop_from_outside([dict(rows[0], cluster_stop=dict(stop, kind="fabric"))]) is None
+
+
 def failed_run_vars(prepared: dict, setup_result: dict, results_dir: str = "") -> dict:
     """The hostvars of a run whose worker failed its own preflight (the head passed): as the
     rescue leaves them (its failed task and result on the worker)."""
