@@ -77,7 +77,7 @@ def watched_at_once(stop: threading.Event, found: list[int], memory: list[float]
         # Distinct run ids: each ansible-playbook's forks carry its command line too.
         groups: dict[str, int] = {}
         for line in out.splitlines():
-            pid, _, args = line.strip().partition(" ")
+            pid, _space, args = line.strip().partition(" ")
             run = re.search(r"-k1-g\d+", args) if "aorta_multinode" in args else None
             if run:
                 groups[run.group(0)] = groups.get(run.group(0), 0) + pss_kb(pid)
