@@ -91,6 +91,12 @@ def _links(run_dir: str, relative: str) -> dict[str, str]:
     return found
 
 
+def _relative(directory: str, root: str | None) -> str:
+    """``directory`` relative to ``root`` (the directory above it by default), with '/' between parts."""
+    base = root if root is not None else os.path.dirname(os.path.abspath(directory))
+    return os.path.relpath(os.path.abspath(directory), os.path.abspath(base)).replace(os.sep, "/")
+
+
 def entry(
     run_dir: str,
     ignore: Iterable[str] = (),
@@ -106,8 +112,7 @@ def entry(
         run = read_json_object(os.path.join(run_dir, RUN_JSON))
     if not isinstance(run, Mapping):
         return None
-    base = root if root is not None else os.path.dirname(os.path.abspath(run_dir))
-    relative = os.path.relpath(os.path.abspath(run_dir), os.path.abspath(base)).replace(os.sep, "/")
+    relative = _relative(run_dir, root)
     if report is None:
         report = read_json_object(os.path.join(run_dir, REPORT_JSON))
     has_report = isinstance(report, Mapping)
@@ -148,8 +153,7 @@ def campaign_entry(
         document = read_json_object(os.path.join(campaign_dir, CAMPAIGN_JSON))
     if not isinstance(document, Mapping):
         return None
-    base = root if root is not None else os.path.dirname(os.path.abspath(campaign_dir))
-    relative = os.path.relpath(os.path.abspath(campaign_dir), os.path.abspath(base)).replace(os.sep, "/")
+    relative = _relative(campaign_dir, root)
     rungs = [_dict(r) for r in document.get("rungs") or () if isinstance(r, Mapping)]
     alone = next((r for r in rungs if r.get("size") == 1), {})
     links = {}
