@@ -491,7 +491,9 @@ def record(
     health_found = health(rows, hostvars, sweep)
     health_found["link_errors"] = link_errors(rows, int(settings.get("aorta_link_errors_min") or 1))
     run = status(rows, settings.get("aorta_run_failure_message"), settings.get("aorta_run_failure_nodes"), hostvars)
-    stop = settings.get("aorta_stop_request") or stop_from_outside(rows)
+    # The nodes' own word first: a stop by id stopped them even where this controller's Ctrl-C came
+    # after (a campaign hands its other groups their Ctrl-C once one group's run says it was stopped).
+    stop = stop_from_outside(rows) or settings.get("aorta_stop_request")
     if stop:
         run = stopped_status(stop, rows)
     why = diagnose(results_dir, run["status"], rows, nproc(hostvars, groups))
