@@ -31,11 +31,15 @@ def group_run_id(campaign_id: str, label: str, number: int) -> str:
     return f"{campaign_id}-{label}-g{int(number)}"
 
 
+def campaign_of(run_id: object) -> str:
+    """The campaign a group run id belongs to, or ''."""
+    found = re.fullmatch(rf"(.+)-(?:{RUNG_LABEL})-g\d+", run_id) if isinstance(run_id, str) else None
+    return found.group(1) if found else ""
+
+
 def of_campaign(campaign_id: str, run_id: object) -> bool:
     """Whether ``run_id`` is one of the group runs of campaign ``campaign_id``."""
-    if not campaign_id or not isinstance(run_id, str):
-        return False
-    return re.fullmatch(rf"{re.escape(campaign_id)}-(?:{RUNG_LABEL})-g\d+", run_id) is not None
+    return bool(campaign_id) and campaign_of(run_id) == campaign_id
 
 
 STOPS = "stops"
@@ -43,12 +47,6 @@ STOPS = "stops"
 # reads it in a group's run.json as a stop from outside, not a failure of its nodes.
 STOP_WORDS = "stopped by aorta.cluster.stop"
 STOP_KEEP_S = 14 * 86400  # as the supervisors' status files: a campaign's id is never used again
-
-
-def campaign_of(run_id: object) -> str:
-    """The campaign a group run id belongs to, or ''."""
-    found = re.fullmatch(rf"(.+)-(?:{RUNG_LABEL})-g\d+", run_id) if isinstance(run_id, str) else None
-    return found.group(1) if found else ""
 
 
 def _stop_path(directory: str, campaign_id: str) -> str | None:

@@ -179,17 +179,16 @@ def spelled(value: Any) -> Any:
     return value
 
 
-def _group_sizes(value: Any) -> str | None:
-    sizes = spelled(value)
+def _group_sizes(sizes: Any) -> str | None:
     if not isinstance(sizes, list) or not all(isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in sizes):
         return "must be a list of group sizes, whole numbers from 1, e.g. [1, 2, 4]"
     return None
 
 
-def _spelled_optional(rule: Callable[[Any], str | None]) -> Callable[[Any], str | None]:
+def _spelled_optional(rule: Callable[[Any], str | None], unset: tuple = (None, "")) -> Callable[[Any], str | None]:
     """``rule`` on the YAML the value spells, unless that is unset (``-e aorta_scaling_seed=null``)."""
-    unset = _optional(rule)
-    return lambda value: unset(spelled(value))
+    optional = _optional(rule, unset)
+    return lambda value: optional(spelled(value))
 
 
 def _true_or_false(value: Any) -> str | None:
@@ -241,7 +240,7 @@ RULES: dict[str, Callable[[Any], str | None]] = {
     # CVS's expected_results: known names, finite numbers in range (ratios 0..1); lines name the key.
     "aorta_expected_results": lambda value: "; ".join(threshold_problems(value)) or None,
     # The scaling campaign's (the sizes against the node count: plugin_utils/campaign/_ladder).
-    "aorta_scaling_sizes": lambda value: _optional(_group_sizes, (None, "", []))(spelled(value)),
+    "aorta_scaling_sizes": _spelled_optional(_group_sizes, (None, "", [])),
     "aorta_scaling_seed": _spelled_optional(_at_least(0)),
     "aorta_scaling_min_efficiency": _spelled_optional(_fraction),
     "aorta_scaling_parallel": _at_least(1),
